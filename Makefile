@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# The spin workshop. `make run` (the demo) and `make test` (every test) do all set-up on a
+# fresh Debian 12 machine as root; see README.md. The kernel tree and its objects live under
+# $(BUILD) and are reused: only what changed is rebuilt.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+.DEFAULT_GOAL := help
+
+REPO    := $(abspath .)
+BUILD   ?= $(REPO)/build
+KSRC    := $(BUILD)/src/linux-source-7.3
+KOBJ    := $(BUILD)/obj
+SCRIPTS := $(REPO)/tools/testing/spin/scripts
+CORE    := $(REPO)/tools/testing/spin/core/Cargo.toml
+TARBALL := /usr/src/linux-source-7.3.tar.xz
+KTREE   := python3 $(SCRIPTS)/ktree.py --tree $(KSRC)
+STAMP   := /var/lib/spin-workshop
+export BUILD KSRC KOBJ
+
+# VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
+
+.PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
+	test-selfcheck bench-core series series-check export clean distclean
+
+help:
+	@sed -n '/^## /s/^## //p' README.md 2>/dev/null | head -40 || true
+	@echo "targets: run test setup tree apply kernel initramfs test-core test-vm test-selfcheck"
+	@echo "         bench-core series series-check export clean distclean"
+
+## setup: install the toolchain, QEMU and the kernel source package (root, idempotent)
+setup:
+	@$(SCRIPTS)/setup-host.sh
+
+## tree: the pristine kernel source as a git tree under build/
+tree: setup
+	@$(KTREE) init --tarball $(TARBALL)
+
+## apply: build the repo's series on top of the pristine tree (only changed files are touched)
+apply: tree
+	@$(KTREE) apply $(if $(FORCE),--force)
+
+## kernel: configure (fragment checked) and build bzImage + modules
+kernel: apply
+	@$(SCRIPTS)/build-kernel.sh
+
+## initramfs: busybox, fio, mkfs and the test programs for the guest
+initramfs: kernel
+	@$(SCRIPTS)/mkinitramfs.sh
+
+## run: the demo, end to end
+run: initramfs
+	@python3 $(SCRIPTS)/vm.py --mode demo
+
+## test: every test (host cargo tests, KUnit in the booted kernel, VM tests)
+test: setup
+	@$(SCRIPTS)/test-all.sh
+
+test-core:
+	@$(SCRIPTS)/test-all.sh core
+
+test-vm: initramfs
+	@$(SCRIPTS)/test-all.sh vm
+
+## test-selfcheck: prove that a failing KUnit case and a failing VM test turn `make test` red
+test-selfcheck: initramfs
+	@$(SCRIPTS)/test-all.sh selfcheck
+
+## bench-core: the decision-core simulator and decision-cost benchmark
+bench-core: setup
+	@cargo run --release --manifest-path $(CORE) --bin spin-sim -- --out $(BUILD)/bench-core
+	@python3 $(REPO)/tools/testing/spin/core/plot.py $(BUILD)/bench-core
+
+## series: emit the patch series with a cover letter into build/series
+series: tree
+	@$(KTREE) series --out $(BUILD)/series
+
+## series-check: git am the series onto a scratch pristine tree
+series-check: series
+	@$(KTREE) check --out $(BUILD)/series
+
+## export: turn edits made in build/src/linux-source-7.3 back into this repo's files/patches
+export:
+	@$(KTREE) export
+
+clean:
+	rm -rf $(BUILD)/vm $(BUILD)/initramfs $(BUILD)/series $(BUILD)/bench-core
+
+distclean:
+	rm -rf $(BUILD)

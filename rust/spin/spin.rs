@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! spin: file reads into GPU memory, routed between the page cache and P2P DMA.
+//!
+//! An application maps GPU memory (a dma-buf backed by PCI p2pdma pages) and calls plain
+//! `pread()`. For every request spin reads the page-cache residency of the range, asks the
+//! decision core ([`sched`]) which runs to copy out of the page cache and which to send to the
+//! device as peer-to-peer DMA, and executes that schedule.
+//!
+//! This file holds the module itself. The pieces, one job per file:
+//!
+//! - [`sched`]: the pure decision core (cost model, schedulers). It has no kernel dependency:
+//!   the same source is compiled into the host crate under `tools/testing/spin/core`.
+//!
+//! See `Documentation/spin/index.rst`.
+
+use kernel::prelude::*;
+
+module! {
+    type: Spin,
+    name: "spin",
+    authors: ["spin developers"],
+    description: "Route file reads into GPU memory via the page cache or P2P DMA",
+    license: "GPL",
+}
+
+/// The spin module: owns the subsystem's global state.
+struct Spin;
+
+impl kernel::Module for Spin {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        pr_info!(
+            "spin: loaded (built-in: {}, page size {} bytes)\n",
+            !cfg!(MODULE),
+            kernel::page::PAGE_SIZE
+        );
+        Ok(Spin)
+    }
+}
+
+impl Drop for Spin {
+    fn drop(&mut self) {
+        pr_info!("spin: unloaded\n");
+    }
+}

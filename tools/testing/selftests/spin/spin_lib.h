@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the spin selftests: finding the rig's devices by serial
+ * or vendor:device (never by probe order), the test pattern, CRC-32, and the
+ * client of the host-side GPU agent (tools/testing/spin/scripts/gpu_agent.py).
+ */
+#ifndef SPIN_LIB_H
+#define SPIN_LIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SPIN_NVME0_SERIAL "spin-nvme0"	/* data disk */
+#define SPIN_NVME1_SERIAL "spin-nvme1"	/* data disk with a 64 MiB CMB */
+#define SPIN_GPU_VENDOR 0x1af4		/* ivshmem-plain: the stand-in GPU */
+#define SPIN_GPU_DEVICE 0x1110
+#define SPIN_GPU_BAR 2
+
+int spin_read_file(const char *path, char *buf, size_t len);
+long long spin_read_ll(const char *path);
+
+int spin_nvme_ctrl(const char *serial, char *ctrl, size_t len);
+int spin_nvme_blockdev(const char *serial, char *dev, size_t len);
+int spin_nvme_pcidir(const char *serial, char *dir, size_t len);
+int spin_pci_find(unsigned int vendor, unsigned int device, char *dir, size_t len);
+int spin_pci_upstream(const char *pcidir, char *up, size_t len);
+
+void *spin_gpu_map(const char *pcidir, size_t *size);
+
+void spin_pattern_fill(void *buf, uint64_t off, size_t len, uint64_t seed);
+ssize_t spin_pattern_check(const void *buf, uint64_t off, size_t len, uint64_t seed);
+uint32_t spin_crc32(uint32_t crc, const void *buf, size_t len);
+
+int spin_agent_open(void);
+int spin_agent(char *reply, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+void *spin_alloc_aligned(size_t len);
+
+#endif /* SPIN_LIB_H */

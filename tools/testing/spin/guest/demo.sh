@@ -1,0 +1,29 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# The `make run` demo, in the guest. Output goes to the host's terminal.
+sysattr() { cat "$1" 2>/dev/null || echo "?"; }
+
+echo "==== spin demo: $(uname -r) ===="
+echo
+echo "-- the spin module"
+dmesg | grep -E 'spin: ' | sed 's/^/   /'
+echo
+echo "-- the rig's devices (found by serial and vendor:device)"
+for c in /sys/class/nvme/nvme*; do
+	pci=$(basename "$(readlink -f "$c/device")")
+	p2p="not a p2pdma provider"
+	[ -d "$c/device/p2pmem" ] &&
+		p2p="p2pmem: $(sysattr "$c/device/p2pmem/size") bytes, $(sysattr "$c/device/p2pmem/available") available"
+	echo "   $(basename "$c") serial=$(sysattr "$c/serial") pci=$pci  $p2p"
+done
+for d in /sys/bus/pci/devices/*; do
+	[ "$(sysattr "$d/vendor")" = 0x1af4 ] && [ "$(sysattr "$d/device")" = 0x1110 ] || continue
+	size=$(stat -c %s "$d/resource2")
+	echo "   stand-in GPU (ivshmem-plain) pci=$(basename "$d") BAR2=$((size >> 20)) MiB"
+done
+echo
+echo "-- rig checks (devices, switch, host-side GPU agent)"
+/spin/tests/devices_test | sed 's/^/   /'
+echo
+echo "-- upstream p2pdma: O_DIRECT between the NVMe namespace and the other controller's CMB"
+/spin/tests/p2pdma_nvme_test | sed 's/^/   /'

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build the guest's initramfs (uncompressed: decompression is slow under TCG): busybox,
+# fio, mkfs.ext4, mkfs.xfs (with their shared libraries), the spin selftests built from the
+# kernel tree, the selfcheck program, and the guest scripts. The cpio is rewritten only when
+# its content changes.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+guest=$here/../guest
+: "${KSRC:?}" "${KOBJ:?}" "${BUILD:?}"
+stage=$BUILD/initramfs
+out=$BUILD/initramfs.cpio
+log() { printf '[initramfs] %s\n' "$*"; }
+
+rm -rf "$stage"
+mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,etc,dev,proc,sys,tmp,mnt,spin/tests,spin/selfcheck}
+
+add_file() { # copy a host file to the same path in the guest
+	mkdir -p "$stage$(dirname "$1")"
+	cp -L "$1" "$stage$1"
+}
+add_bin() { # a dynamic executable and every library it needs
+	local bin=$1 lib
+	add_file "$bin"
+	for lib in $(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+		[ -e "$stage$lib" ] || add_file "$lib"
+	done
+}
+
+cp /bin/busybox "$stage/bin/busybox"
+add_bin /usr/bin/fio
+add_bin /sbin/mke2fs
+ln -sf mke2fs "$stage/sbin/mkfs.ext4"
+add_bin /sbin/mkfs.xfs
+[ -f /etc/mke2fs.conf ] && add_file /etc/mke2fs.conf
+
+log "building the spin selftests from the kernel tree"
+make -s -C "$KSRC/tools/testing/selftests/spin" OUTPUT="$BUILD/selftests" \
+	KHDR_INCLUDES="-isystem $KOBJ/usr/include"
+progs=$(make -s -C "$KSRC/tools/testing/selftests/spin" OUTPUT="$BUILD/selftests" \
+	KHDR_INCLUDES="-isystem $KOBJ/usr/include" -f Makefile -f - <<<'print-progs: ; @echo $(TEST_GEN_PROGS)' print-progs)
+for p in $progs; do
+	cp "$p" "$stage/spin/tests/"
+done
+gcc -O2 -Wall -static -I"$KSRC/tools/testing/selftests" -o "$stage/spin/selfcheck/selfcheck_fail" \
+	"$guest/selfcheck_fail.c"
+
+cp "$guest/init" "$stage/init"
+cp "$guest/run.sh" "$guest/demo.sh" "$stage/spin/"
+mknod -m 600 "$stage/dev/console" c 5 1
+
+(cd "$stage" && find . -print0 | LC_ALL=C sort -z | cpio -o -H newc --null --quiet \
+	--reproducible) > "$out.new"
+if [ -f "$out" ] && cmp -s "$out" "$out.new"; then
+	rm "$out.new"
+else
+	mv "$out.new" "$out"
+fi
+log "$(du -h "$out" | cut -f1) $out; tests: $(ls "$stage/spin/tests" | tr '\n' ' ')"

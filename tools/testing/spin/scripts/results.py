@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Parse what a guest run sent over its results channel, plus its console log.
+
+The guest (tools/testing/spin/guest/run.sh) writes:
+
+  @@ begin mode=<mode> kernel=<release>
+  @@ kunit <suite>          followed by the suite's KTAP (debugfs kunit/<suite>/results)
+  @@ tap <program>          followed by the program's TAP output
+  @@ exit <program> <rc>
+  @@ expect <program>...    the programs the guest was built with
+  @@ done
+
+Every leaf test line counts once: "ok" passes; "not ok", and "ok ... # SKIP", fail (nothing
+is skipped silently). A program that exits non-zero, breaks its plan, or never reports its
+exit fails; so does a KUnit suite that is expected (tools/testing/spin/kunit-suites) but
+absent, a guest that never says "@@ done", and a kernel log with an oops, BUG or WARNING.
+"""
+
+import os
+import re
+
+RESULT = re.compile(r"^(\s*)(not ok|ok) (\d+)\s*(?:- )?([^#]*?)\s*(?:#\s*(.*))?$")
+PLAN = re.compile(r"^(\s*)1\.\.(\d+)")
+KERNEL_BAD = re.compile(r"(Kernel panic|BUG:|WARNING:|Oops|general protection fault|"
+                        r"Call Trace:|UBSAN:|KASAN:|rcu_.*stall)")
+SUITES = os.path.join(os.path.dirname(__file__), "..", "kunit-suites")
+
+
+class Results:
+    def __init__(self, mode):
+        self.mode = mode
+        self.tests = []  # (name, ok, detail)
+
+    def add(self, name, ok, detail=""):
+        self.tests.append((name, ok, detail))
+
+    def passed(self):
+        return sum(1 for t in self.tests if t[1])
+
+    def failed(self):
+        return sum(1 for t in self.tests if not t[1])
+
+    def ok(self):
+        return self.failed() == 0 and self.passed() > 0
+
+    def report(self):
+        for name, ok, detail in self.tests:
+            if not ok:
+                print(f"[vm] not ok {name}{': ' + detail if detail else ''}")
+        print(f"[vm] {self.passed()} passed, {self.failed()} failed")
+
+    def as_dict(self):
+        return {"passed": self.passed(), "failed": self.failed(),
+                "failures": [f"{n}: {d}" for n, ok, d in self.tests if not ok]}
+
+
+def parse_tap(prefix, lines, res):
+    """Count the leaf results of a (possibly nested) TAP/KTAP stream."""
+    pending = {}  # indent -> results seen deeper since the last result at this indent
+    plans = {}
+    top = {}
+    stack_names = {}
+    leaves = 0
+    suite_ok = True
+    for line in lines:
+        m = PLAN.match(line)
+        if m:
+            plans.setdefault(len(m.group(1)), int(m.group(2)))
+            continue
+        sub = re.match(r"^(\s*)# Subtest: (.*)$", line)
+        if sub:
+            stack_names[len(sub.group(1))] = sub.group(2).strip()
+            continue
+        m = RESULT.match(line)
+        if not m:
+            continue
+        indent, status, _num, name, directive = m.groups()
+        indent = len(indent)
+        directive = directive or ""
+        is_leaf = not pending.get(indent, False)
+        for k in list(pending):
+            if k >= indent:
+                pending[k] = False
+        for k in range(indent):
+            pending[k] = True
+        top[indent] = top.get(indent, 0) + 1
+        ok = status == "ok" and not directive.upper().startswith(("SKIP", "TODO"))
+        if is_leaf:
+            leaves += 1
+            parent = stack_names.get(indent - 4) or stack_names.get(indent - 8)
+            full = f"{prefix}/{parent}.{name}" if parent and parent != name else f"{prefix}/{name}"
+            res.add(full, ok, "" if ok else (directive or status))
+        elif not ok:
+            suite_ok = False
+            res.add(f"{prefix}/{name} (suite)", False, directive or "not ok")
+    if leaves == 0:
+        res.add(prefix, False, "no test results")
+    outer = min(plans) if plans else None
+    if outer is not None and top.get(outer, 0) != plans[outer]:
+        res.add(f"{prefix} (plan)", False,
+                f"planned {plans[outer]} results, got {top.get(outer, 0)}")
+    return suite_ok
+
+
+def parse(results_path, console_path, mode, timed_out=False, timeout=0):
+    res = Results(mode)
+    lines = open(results_path, errors="replace").read().splitlines() if os.path.exists(
+        results_path) else []
+    lines = [line.rstrip("\r") for line in lines]
+    sections = []  # (kind, name, lines)
+    exits = {}
+    expected = []
+    done = False
+    for line in lines:
+        if line.startswith("@@ "):
+            w = line.split()
+            if w[1] in ("kunit", "tap"):
+                sections.append((w[1], w[2], []))
+            elif w[1] == "exit":
+                exits[w[2]] = int(w[3])
+            elif w[1] == "expect":
+                expected += w[2:]
+            elif w[1] == "done":
+                done = True
+            continue
+        if sections:
+            sections[-1][2].append(line)
+    if mode == "demo":
+        return res
+    seen_suites = set()
+    for kind, name, body in sections:
+        if kind == "kunit":
+            seen_suites.add(name)
+            parse_tap(f"kunit/{name}", body, res)
+        else:
+            parse_tap(f"vm/{name}", body, res)
+            rc = exits.get(name)
+            if rc is None:
+                res.add(f"vm/{name} (exit)", False, "did not finish")
+            elif rc != 0:
+                res.add(f"vm/{name} (exit)", False, f"exit status {rc}")
+    want = [s.strip() for s in open(SUITES) if s.strip() and not s.startswith("#")]
+    for s in want:
+        if s not in seen_suites:
+            res.add(f"kunit/{s}", False, "expected suite did not run")
+    for p in expected:
+        if not any(k == "tap" and n == p for k, n, _ in sections):
+            res.add(f"vm/{p}", False, "expected test program did not run")
+    if not done:
+        why = f"watchdog fired after {timeout} s" if timed_out else "guest stopped early"
+        res.add("vm/guest-finished", False, why)
+    console = open(console_path, errors="replace").read() if os.path.exists(
+        console_path) else ""
+    bad = [line for line in console.splitlines() if KERNEL_BAD.search(line)]
+    res.add("vm/kernel-log-clean", not bad, "; ".join(bad[:3]))
+    return res

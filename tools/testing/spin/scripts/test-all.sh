@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Run the spin tests and end with one line "N passed, N failed" (non-zero exit on any
+# failure). Stages: core (host cargo tests of the pure Rust core), vm (KUnit in the booted
+# kernel + the VM behaviour tests). With "selfcheck", run the VM with the deliberately
+# failing KUnit suite and test program and succeed only if the run turns red because of them.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../../.." && pwd)
+: "${BUILD:=$repo/build}"
+core=$repo/tools/testing/spin/core/Cargo.toml
+stages=${*:-core vm}
+passed=0
+failed=0
+failures=()
+log() { printf '[test] %s\n' "$*"; }
+
+count() { # PASSED FAILED NAME...
+	passed=$((passed + $1))
+	failed=$((failed + $2))
+}
+
+run_core() {
+	local out rc p f
+	log "core: cargo test (host build of rust/spin/sched)"
+	out=$(cargo test --manifest-path "$core" 2>&1)
+	rc=$?
+	printf '%s\n' "$out" | grep -E '^test .* (FAILED|ok)$|test result:|^error' | grep -v ' ok$' || true
+	p=$(printf '%s\n' "$out" | awk '/^test result:/ {s += $4} END {print s + 0}')
+	f=$(printf '%s\n' "$out" | awk '/^test result:/ {s += $6} END {print s + 0}')
+	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+		f=1
+		failures+=("core: cargo test failed (rc=$rc) before running tests")
+		printf '%s\n' "$out" | tail -30
+	fi
+	[ "$f" != 0 ] && failures+=("core: $f cargo test(s) failed")
+	log "core: $p passed, $f failed"
+	count "$p" "$f"
+}
+
+run_vm() { # MODE
+	local mode=$1 summary=$BUILD/vm/$1/summary.json
+	if ! make -s -C "$repo" initramfs; then
+		failures+=("vm: kernel or initramfs build failed")
+		count 0 1
+		return
+	fi
+	rm -f "$summary"
+	python3 "$here/vm.py" --mode "$mode" --summary "$summary"
+	if [ ! -f "$summary" ]; then
+		failures+=("vm: the runner produced no result")
+		count 0 1
+		return
+	fi
+	local p f
+	p=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["passed"])' "$summary")
+	f=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["failed"])' "$summary")
+	[ "$f" != 0 ] && failures+=("vm: $f test(s) failed, see $BUILD/vm/$mode/")
+	count "$p" "$f"
+}
+
+for s in $stages; do
+	case $s in
+	core) run_core ;;
+	vm) run_vm test ;;
+	selfcheck)
+		run_vm selfcheck
+		summary=$BUILD/vm/selfcheck/summary.json
+		want=("kunit/spin_selfcheck.deliberate_failure" "vm/selfcheck_fail")
+		ok=1
+		for w in "${want[@]}"; do
+			if python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(not any(x.startswith(sys.argv[2]) for x in s["failures"]))' "$summary" "$w"; then
+				log "selfcheck: '$w' failed, as it must"
+			else
+				log "selfcheck: '$w' did NOT fail: the harness would miss failures"
+				ok=0
+			fi
+		done
+		echo "$passed passed, $failed failed"
+		if [ $ok = 1 ] && [ "$failed" -gt 0 ]; then
+			log "selfcheck OK: deliberate failures turn the run red"
+			exit 0
+		fi
+		log "selfcheck FAILED"
+		exit 1
+		;;
+	*) log "unknown stage $s"; exit 2 ;;
+	esac
+done
+
+for f in "${failures[@]}"; do log "FAILED: $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ] && [ "$passed" -gt 0 ]

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Boot the spin kernel in QEMU (TCG) with the test devices and collect results.
+
+Machine: q35, 2 vCPUs, a PCIe switch (pcie-root-port -> x3130-upstream -> xio3130-downstream
+ports) holding two file-backed NVMe controllers (serial spin-nvme0; spin-nvme1 with a 64 MiB
+CMB) and an ivshmem-plain device whose memory is a host file under /dev/shm: the stand-in
+GPU BAR. p2pdma needs the switch: devices on the flat q35 bus do not share an upstream bridge.
+
+Serial ports: ttyS0 is the console (console.log), ttyS1 the results channel (results.log),
+ttyS2 the GPU agent: a host-side helper that reads and writes the stand-in GPU memory from the
+host, so guest tests verify what a GPU would see (protocol in gpu_agent.py).
+
+A watchdog ends a guest that does not finish in time; the run then fails with that reason.
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import gpu_agent  # noqa: E402
+import results as results_mod  # noqa: E402
+
+BUILD = os.environ.get("BUILD", os.path.join(os.path.dirname(__file__), "../../../../build"))
+KOBJ = os.environ.get("KOBJ", os.path.join(BUILD, "obj"))
+
+
+def log(msg):
+    print(f"[vm] {msg}", flush=True)
+
+
+def qemu_args(a, out, shm, sock):
+    throttle = ""
+    if a.bps:
+        throttle += f",throttling.bps-total={a.bps}"
+    if a.iops:
+        throttle += f",throttling.iops-total={a.iops}"
+    cmdline = ["console=ttyS0", "panic=-1", "oops=panic", "loglevel=6",
+               f"spintest.mode={a.mode}", f"kunit.filter_glob={a.kunit_glob}"]
+    if a.append:
+        cmdline.append(a.append)
+    args = [
+        "qemu-system-x86_64", "-accel", "tcg", "-machine", "q35", "-cpu", "max",
+        "-smp", "2", "-m", f"{a.mem_mib}M", "-display", "none", "-monitor", "none",
+        "-no-reboot", "-nodefaults",
+        "-kernel", a.kernel, "-initrd", a.initrd, "-append", " ".join(cmdline),
+        "-serial", f"file:{out}/console.log",
+        "-serial", f"file:{out}/results.log",
+        "-chardev", f"socket,id=agent,path={sock}",
+        "-serial", "chardev:agent",
+        # The PCIe switch: every device of the rig on its own downstream port.
+        "-device", "pcie-root-port,id=rp0,bus=pcie.0,chassis=1,slot=1",
+        "-device", "x3130-upstream,id=up0,bus=rp0",
+        "-device", "xio3130-downstream,id=dp0,bus=up0,chassis=2,slot=0",
+        "-device", "xio3130-downstream,id=dp1,bus=up0,chassis=3,slot=1",
+        "-device", "xio3130-downstream,id=dp2,bus=up0,chassis=4,slot=2",
+        "-drive", f"file={out}/nvme0.img,if=none,id=nvm0,format=raw,cache=none,aio=threads"
+        + throttle,
+        "-device", "nvme,serial=spin-nvme0,drive=nvm0,bus=dp0",
+        "-drive", f"file={out}/nvme1.img,if=none,id=nvm1,format=raw,cache=none,aio=threads"
+        + throttle,
+        "-device", "nvme,serial=spin-nvme1,drive=nvm1,bus=dp1,cmb_size_mb=64",
+        "-object", f"memory-backend-file,id=gpumem,share=on,mem-path={shm},"
+                   f"size={a.gpu_mib}M",
+        "-device", "ivshmem-plain,memdev=gpumem,bus=dp2",
+    ]
+    return args
+
+
+def tail(path, stop, printer):
+    """Follow PATH until STOP is set, handing every complete line to PRINTER."""
+    while not os.path.exists(path) and not stop.is_set():
+        time.sleep(0.1)
+    buf = ""
+    with open(path, errors="replace") as f:
+        while True:
+            chunk = f.read()
+            if chunk:
+                buf += chunk
+                *lines, buf = buf.split("\n")
+                for line in lines:
+                    printer(line.rstrip("\r"))
+            elif stop.is_set():
+                break
+            else:
+                time.sleep(0.2)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=["test", "demo", "selfcheck", "shell"], default="test")
+    p.add_argument("--kernel", default=os.path.join(KOBJ, "arch/x86/boot/bzImage"))
+    p.add_argument("--initrd", default=os.path.join(BUILD, "initramfs.cpio"))
+    p.add_argument("--out", default=None, help="run directory (default build/vm/<mode>)")
+    p.add_argument("--timeout", type=int, default=int(os.environ.get("SPIN_VM_TIMEOUT", 1200)))
+    p.add_argument("--bps", type=int, default=int(os.environ.get("SPIN_VM_BPS", 0)),
+                   help="QEMU throttling.bps-total on both NVMe drives (0: off)")
+    p.add_argument("--iops", type=int, default=int(os.environ.get("SPIN_VM_IOPS", 0)),
+                   help="QEMU throttling.iops-total on both NVMe drives (0: off)")
+    p.add_argument("--gpu-mib", type=int, default=int(os.environ.get("SPIN_GPU_MIB", 256)))
+    p.add_argument("--nvme-mib", type=int, default=1024)
+    p.add_argument("--mem-mib", type=int, default=2048)
+    p.add_argument("--kunit-glob", default=None)
+    p.add_argument("--append", default="", help="extra kernel command line")
+    p.add_argument("--summary", default=None, help="write the parsed result as JSON here")
+    a = p.parse_args()
+    if a.kunit_glob is None:
+        a.kunit_glob = "*spin*" if a.mode == "selfcheck" else "rust_spin*"
+    out = os.path.abspath(a.out or os.path.join(BUILD, "vm", a.mode))
+    os.makedirs(out, exist_ok=True)
+    for f in ("console.log", "results.log"):
+        if os.path.exists(os.path.join(out, f)):
+            os.unlink(os.path.join(out, f))
+    for i in range(2):
+        img = os.path.join(out, f"nvme{i}.img")
+        with open(img, "wb") as f:
+            f.truncate(a.nvme_mib << 20)
+    for f in (a.kernel, a.initrd):
+        if not os.path.exists(f):
+            sys.exit(f"[vm] ERROR: {f} missing: run 'make initramfs' first")
+
+    shm = f"/dev/shm/spin-gpu-{os.getpid()}"
+    sock = os.path.join(out, "agent.sock")
+    if os.path.exists(sock):
+        os.unlink(sock)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock)
+    srv.listen(1)
+    agent = gpu_agent.Agent(shm, a.gpu_mib << 20, os.path.join(out, "agent.log"))
+    threading.Thread(target=agent.serve, args=(srv,), daemon=True).start()
+
+    args = qemu_args(a, out, shm, sock)
+    with open(os.path.join(out, "qemu.cmd"), "w") as f:
+        f.write(" ".join(args) + "\n")
+    log(f"booting {os.path.relpath(a.kernel)} under TCG (mode {a.mode}, watchdog {a.timeout} s, "
+        f"logs in {os.path.relpath(out)})")
+    start = time.time()
+    qemu = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    stop = threading.Event()
+
+    def show(line):
+        if a.mode == "demo":
+            print(line, flush=True)
+        elif line.startswith("@@ tap ") or line.startswith("@@ kunit "):
+            log(f"{time.time() - start:6.1f}s {line[3:]}")
+
+    t = threading.Thread(target=tail, args=(os.path.join(out, "results.log"), stop, show))
+    t.start()
+    timed_out = False
+    try:
+        qemu_out, _ = qemu.communicate(timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        qemu.kill()
+        qemu_out, _ = qemu.communicate()
+    stop.set()
+    t.join()
+    agent.close()
+    srv.close()
+    for f in (shm, sock):
+        if os.path.exists(f):
+            os.unlink(f)
+    elapsed = time.time() - start
+    if qemu_out.strip():
+        with open(os.path.join(out, "qemu.log"), "w") as f:
+            f.write(qemu_out)
+    log(f"guest ended after {elapsed:.0f} s (qemu exit {qemu.returncode}"
+        f"{', killed by the watchdog' if timed_out else ''})")
+
+    res = results_mod.parse(os.path.join(out, "results.log"),
+                            os.path.join(out, "console.log"), a.mode,
+                            timed_out=timed_out, timeout=a.timeout)
+    if a.mode != "demo":
+        res.report()
+    if a.summary:
+        with open(a.summary, "w") as f:
+            json.dump(res.as_dict(), f, indent=1)
+    sys.exit(0 if res.ok() else 1)
+
+
+if __name__ == "__main__":
+    main()
