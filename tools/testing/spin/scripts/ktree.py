@@ -347,7 +347,11 @@ def cmd_export(a):
         mail_text = git(tree, "format-patch", "-1", "--stdout", "--no-signature", c) + "\n"
         if e is None:
             files = git(tree, "diff-tree", "--no-commit-id", "--name-only", "-r", c).splitlines()
-            area = area_of(files[0])
+            if all("/" not in f for f in files):
+                # Top-level files (Kconfig, Kbuild, Makefile): the subject's prefix names it.
+                area = re.sub(r"[^a-z0-9-]", "", subject.split(":")[0].lower()) or "top"
+            else:
+                area = area_of(files[0])
             d = os.path.join(REPO, "patches", area)
             os.makedirs(d, exist_ok=True)
             n = len([f for f in os.listdir(d) if f.endswith(".patch")]) + 1
@@ -358,9 +362,8 @@ def cmd_export(a):
             path = os.path.join(REPO, "patches", rel)
         else:
             path = e.path
-            # Keep the mail's first line stable: it carries the commit id.
-            mail_text = re.sub(r"^From [0-9a-f]{40} ", "From 0000000000000000000000000000000000000000 ",
-                               mail_text)
+        # Keep the mail's first line stable: it carries the commit id.
+        mail_text = re.sub(r"^From [0-9a-f]{40} ", "From " + "0" * 40 + " ", mail_text)
         if not os.path.exists(path) or open(path).read() != mail_text:
             open(path, "w").write(mail_text)
             written += 1

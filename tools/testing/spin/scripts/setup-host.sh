@@ -82,6 +82,7 @@ install_exact() { # SUITE PKG[:VERSION-PREFIX]...
 	done
 	if [ ${#args[@]} -gt 0 ]; then
 		log "installing from $suite: ${args[*]}"
+		did_install=1
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades --no-install-recommends "${args[@]}" >/dev/null
 	fi
 }
@@ -94,6 +95,7 @@ for p in "${BOOKWORM_PKGS[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	log "installing from bookworm: ${missing[*]}"
+	did_install=1
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
@@ -105,9 +107,14 @@ install_exact bookworm-backports qemu-system-x86 qemu-system-common qemu-system-
 
 if ! command -v bindgen >/dev/null 2>&1 || ! bindgen --version | grep -q '0\.72\.1'; then
 	log "cargo install bindgen-cli 0.72.1 (about a minute)"
+	did_install=1
 	cargo install --quiet --locked bindgen-cli --version 0.72.1 --root /usr/local
 fi
 
+if [ -f "$STAMP_DIR/versions" ] && [ -z "${did_install:-}" ] && [ -z "${VERBOSE:-}" ]; then
+	log "toolchain present ($(tr -s ' ' < "$STAMP_DIR/versions" | sed -n 's/^ *rustc: *//p'), versions in $STAMP_DIR/versions)"
+	exit 0
+fi
 log "versions:"
 {
 	printf '  rustc:        %s\n' "$(rustc --version)"
