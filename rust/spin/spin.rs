@@ -43,3 +43,15 @@ impl Drop for Spin {
         pr_info!("spin: unloaded\n");
     }
 }
+
+/// Fails on purpose. The default test run selects `kunit.filter_glob=rust_spin*` and so never
+/// runs it; `make test-selfcheck` selects `*spin*` to prove that a failing KUnit case turns the
+/// run red.
+#[cfg(CONFIG_SPIN_KUNIT_TEST)]
+#[kunit_tests(spin_selfcheck)]
+mod selfcheck {
+    #[test]
+    fn deliberate_failure() {
+        assert_eq!(core::hint::black_box(1 + 1), 3);
+    }
+}
