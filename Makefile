@@ -12,10 +12,11 @@ REPO    := $(abspath .)
 BUILD   ?= $(REPO)/build
 KSRC    := $(BUILD)/src/linux-source-7.3
 KOBJ    := $(BUILD)/obj
+PY      := /usr/bin/python3
 SCRIPTS := $(REPO)/tools/testing/spin/scripts
 CORE    := $(REPO)/tools/testing/spin/core/Cargo.toml
 TARBALL := /usr/src/linux-source-7.3.tar.xz
-KTREE   := python3 $(SCRIPTS)/ktree.py --tree $(KSRC)
+KTREE   := $(PY) $(SCRIPTS)/ktree.py --tree $(KSRC)
 STAMP   := /var/lib/spin-workshop
 export BUILD KSRC KOBJ
 
@@ -51,7 +52,7 @@ initramfs: kernel
 
 ## run: the demo, end to end
 run: initramfs
-	@python3 $(SCRIPTS)/vm.py --mode demo
+	@$(PY) $(SCRIPTS)/vm.py --mode demo
 
 ## test: every test (host cargo tests, KUnit in the booted kernel, VM tests)
 test: setup
@@ -70,7 +71,7 @@ test-selfcheck: initramfs
 ## bench-core: the decision-core simulator and decision-cost benchmark
 bench-core: setup
 	@cargo run --release --manifest-path $(CORE) --bin spin-sim -- --out $(BUILD)/bench-core
-	@python3 $(REPO)/tools/testing/spin/core/plot.py $(BUILD)/bench-core
+	@$(PY) $(REPO)/tools/testing/spin/core/plot.py $(BUILD)/bench-core
 
 ## series: emit the patch series with a cover letter into build/series
 series: tree

@@ -48,15 +48,15 @@ run_vm() { # MODE
 		return
 	fi
 	rm -f "$summary"
-	python3 "$here/vm.py" --mode "$mode" --summary "$summary"
+	/usr/bin/python3 "$here/vm.py" --mode "$mode" --summary "$summary"
 	if [ ! -f "$summary" ]; then
 		failures+=("vm: the runner produced no result")
 		count 0 1
 		return
 	fi
 	local p f
-	p=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["passed"])' "$summary")
-	f=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["failed"])' "$summary")
+	p=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["passed"])' "$summary")
+	f=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["failed"])' "$summary")
 	[ "$f" != 0 ] && failures+=("vm: $f test(s) failed, see $BUILD/vm/$mode/")
 	count "$p" "$f"
 }
@@ -71,7 +71,7 @@ for s in $stages; do
 		want=("kunit/spin_selfcheck.deliberate_failure" "vm/selfcheck_fail")
 		ok=1
 		for w in "${want[@]}"; do
-			if python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(not any(x.startswith(sys.argv[2]) for x in s["failures"]))' "$summary" "$w"; then
+			if /usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(not any(x.startswith(sys.argv[2]) for x in s["failures"]))' "$summary" "$w"; then
 				log "selfcheck: '$w' failed, as it must"
 			else
 				log "selfcheck: '$w' did NOT fail: the harness would miss failures"

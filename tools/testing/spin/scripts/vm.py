@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
 """Boot the spin kernel in QEMU (TCG) with the test devices and collect results.
 
