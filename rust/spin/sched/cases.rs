@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Unit-test cases shared by the host crate (`cargo test`) and KUnit.
+//!
+//! Each case is a plain `pub fn name() -> Result<(), CaseError>` that never panics: a failed
+//! check returns the line and the text of the condition. The host wraps each one as
+//! `#[test] fn name() { cases::name().unwrap() }`, the kernel as a `#[test]` returning the
+//! `Result` inside a `#[kunit_tests(rust_spin_sched)]` module. [`CASES`] lists them all.
+//! Every case runs in well under a millisecond and uses less than 4 KiB of stack.
+
+use super::cost::{Model, ParamError, Params};
+use super::greedy::greedy;
+use super::optimal::{optimal, Slot};
+use super::overlap::overlap;
+use super::released::{keeps, released};
+use super::runs::{Runs, RunsBuilder, RunsError};
+use super::schedule::{
+    additive_cost, check as check_schedule, makespan, CheckError, Path, SchedError, Segment,
+};
+
+/// A failed check: where and what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaseError {
+    /// Line in this file.
+    pub line: u32,
+    /// The condition that failed, as written.
+    pub what: &'static str,
+}
+
+/// Returns `Err(CaseError)` from the enclosing case if the condition is false.
+macro_rules! check {
+    ($cond:expr) => {
+        if !$cond {
+            return Err(CaseError {
+                line: line!(),
+                what: stringify!($cond),
+            });
+        }
+    };
+}
+
+/// Evaluates a `Result`, turning an `Err` into a [`CaseError`] at this line.
+macro_rules! ok {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(_) => {
+                return Err(CaseError {
+                    line: line!(),
+                    what: stringify!($e),
+                })
+            }
+        }
+    };
+}
+
+/// A case: its name and function.
+pub type Case = (&'static str, fn() -> Result<(), CaseError>);
+
+/// Every case, in the order they are listed in the module documentation.
+pub const CASES: &[Case] = &[
+    ("params_paper_and_gen4", params_paper_and_gen4),
+    ("params_reject_inconsistent", params_reject_inconsistent),
+    ("params_reject_out_of_range", params_reject_out_of_range),
+    ("t_p2p_is_a_subadditive_hinge", t_p2p_is_a_subadditive_hinge),
+    ("runs_builder_merges_and_bounds", runs_builder_merges_and_bounds),
+    ("runs_reject_bad_input", runs_reject_bad_input),
+    ("check_detects_bad_schedules", check_detects_bad_schedules),
+    ("greedy_paper_example", greedy_paper_example),
+    ("greedy_fully_cached_uses_page_cache", greedy_fully_cached_uses_page_cache),
+    ("greedy_edges_and_large_run", greedy_edges_and_large_run),
+    ("released_rule_thresholds", released_rule_thresholds),
+    ("optimal_paper_params_one_transfer", optimal_paper_params_one_transfer),
+    ("optimal_extends_into_cached_run", optimal_extends_into_cached_run),
+    ("optimal_matches_page_reference", optimal_matches_page_reference),
+    ("optimal_reports_small_buffers", optimal_reports_small_buffers),
+    ("overlap_splits_cached_request", overlap_splits_cached_request),
+    ("overlap_not_worse_than_additive", overlap_not_worse_than_additive),
+];
+
+fn gen4() -> Result<Params, CaseError> {
+    Ok(ok!(Params::gen4()))
+}
+
+fn paper() -> Result<Params, CaseError> {
+    Ok(ok!(Params::paper()))
+}
+
+/// Paper and Gen4 sets are valid and their models have the expected terms.
+pub fn params_paper_and_gen4() -> Result<(), CaseError> {
+    let p = paper()?.model();
+    // 249 pages through the page cache take C_p2p = 584 us, to within a nanosecond.
+    check!(p.t_pc(249).abs_diff(584_000_000) < 1_000);
+    check!(p.a() < p.pc());
+    check!(p.flat_pages() == 128);
+    let g = gen4()?.model();
+    check!(g.c() == 80_000_000);
+    check!(g.pc() == 409_600);
+    check!(g.a() == 630_154);
+    check!(g.flat_pages() == 31);
+    check!(g.t_p2p(32) == g.c() + 32 * g.a() - g.b());
+    Ok(())
+}
+
+/// `C_p2p < S_cutoff / BW_p2p` is refused; equality is accepted.
+pub fn params_reject_inconsistent() -> Result<(), CaseError> {
+    // 512 KiB at 2.65 GB/s takes 197.8 us.
+    check!(Params::new(4096, 512 * 1024, 197_000, 2_650_000_000, 10_000_000_000)
+        == Err(ParamError::Inconsistent));
+    // 1 MB at 1 GB/s takes exactly 1 ms.
+    check!(Params::new(4096, 1_000_000, 1_000_000, 1_000_000_000, 10_000_000_000).is_ok());
+    check!(Params::new(4096, 1_000_001, 1_000_000, 1_000_000_000, 10_000_000_000)
+        == Err(ParamError::Inconsistent));
+    Ok(())
+}
+
+/// Values outside the documented ranges are refused.
+pub fn params_reject_out_of_range() -> Result<(), CaseError> {
+    let bw = 1_000_000_000;
+    check!(Params::new(3000, 0, 1, bw, bw) == Err(ParamError::PageSize));
+    check!(Params::new(4096, 0, 0, bw, bw) == Err(ParamError::Overhead));
+    check!(Params::new(4096, 0, 1, 0, bw) == Err(ParamError::Bandwidth));
+    check!(Params::new(4096, 1 << 30, 1_000_000_000, bw, bw) == Err(ParamError::Cutoff));
+    check!(Model::from_terms(1, 1, 2, 1) == Err(ParamError::Inconsistent));
+    Ok(())
+}
+
+/// `T_p2p` is flat below the cutoff, linear above, zero for no pages, and subadditive.
+pub fn t_p2p_is_a_subadditive_hinge() -> Result<(), CaseError> {
+    let m = gen4()?.model();
+    check!(m.t_p2p(0) == 0);
+    check!(m.t_p2p(1) == m.c() && m.t_p2p(31) == m.c());
+    check!(m.t_p2p(100) - m.t_p2p(99) == m.a());
+    for x in 1..70u64 {
+        for y in 1..70u64 {
+            check!(m.t_p2p(x + y) <= m.t_p2p(x) + m.t_p2p(y));
+        }
+    }
+    Ok(())
+}
+
+/// The builder merges equal states and reports a full buffer.
+pub fn runs_builder_merges_and_bounds() -> Result<(), CaseError> {
+    let mut buf = [0u32; 4];
+    let mut b = RunsBuilder::new(&mut buf);
+    ok!(b.push_bits([true, true, false, true]));
+    ok!(b.push(true, 3));
+    ok!(b.push(false, 0));
+    let runs = ok!(b.finish());
+    check!(runs.first_cached() && runs.lens() == [2, 1, 4]);
+    check!(runs.pages() == 7 && runs.cached_pages() == 6);
+    check!(runs.is_cached(0) && !runs.is_cached(2) && runs.is_cached(6) && !runs.is_cached(7));
+    let mut small = [0u32; 1];
+    let mut b = RunsBuilder::new(&mut small);
+    ok!(b.push(false, 5));
+    check!(b.push(true, 1) == Err(RunsError::Full));
+    Ok(())
+}
+
+/// Empty requests and zero-length runs are refused.
+pub fn runs_reject_bad_input() -> Result<(), CaseError> {
+    check!(Runs::new(true, &[]).err() == Some(RunsError::Empty));
+    check!(Runs::new(true, &[3, 0, 2]).err() == Some(RunsError::ZeroRun));
+    check!(Runs::new(false, &[u32::MAX, 1]).err() == Some(RunsError::TooLong));
+    let mut b = RunsBuilder::new(&mut []);
+    check!(b.push(true, 1) == Err(RunsError::Full));
+    Ok(())
+}
+
+fn seg(start: u32, len: u32, path: Path) -> Segment {
+    Segment { start, len, path }
+}
+
+/// The checker finds gaps, overlaps, short covers and page-cache reads of uncached pages.
+pub fn check_detects_bad_schedules() -> Result<(), CaseError> {
+    let runs = ok!(Runs::new(false, &[2, 3, 2]));
+    let (pc, p2p) = (Path::PageCache, Path::P2p);
+    let good = [seg(0, 2, p2p), seg(2, 3, pc), seg(5, 2, p2p)];
+    check!(check_schedule(&runs, &good).is_ok());
+    check!(check_schedule(&runs, &[seg(0, 7, p2p)]).is_ok());
+    let gap = [seg(0, 2, p2p), seg(3, 4, p2p)];
+    check!(check_schedule(&runs, &gap) == Err(CheckError::NotContiguous));
+    let short = [seg(0, 6, p2p)];
+    check!(check_schedule(&runs, &short) == Err(CheckError::WrongLength));
+    let uncached = [seg(0, 1, p2p), seg(1, 4, pc), seg(5, 2, p2p)];
+    check!(check_schedule(&runs, &uncached) == Err(CheckError::UncachedPageCache));
+    let empty = [seg(0, 0, p2p), seg(0, 7, p2p)];
+    check!(check_schedule(&runs, &empty) == Err(CheckError::EmptySegment));
+    Ok(())
+}
+
+/// §4.3.1's example: 5 pages, the second and fourth cached. With the paper's parameters both
+/// cached pages are far below `S_cutoff`, so the greedy issues one P2P transfer.
+pub fn greedy_paper_example() -> Result<(), CaseError> {
+    let params = paper()?;
+    let runs = ok!(Runs::new(false, &[1, 1, 1, 1, 1]));
+    let mut out = [Segment::EMPTY; 6];
+    let s = ok!(greedy(&params, &runs, &mut out));
+    check!(s.segments == [seg(0, 5, Path::P2p)]);
+    check!(s.cost == params.model().c());
+    Ok(())
+}
+
+/// A fully cached request goes to the page cache, as the paper states.
+pub fn greedy_fully_cached_uses_page_cache() -> Result<(), CaseError> {
+    let params = gen4()?;
+    let runs = ok!(Runs::new(true, &[10]));
+    let mut out = [Segment::EMPTY; 2];
+    let s = ok!(greedy(&params, &runs, &mut out));
+    check!(s.segments == [seg(0, 10, Path::PageCache)]);
+    check!(s.cost == params.model().t_pc(10));
+    Ok(())
+}
+
+/// Leading and trailing cached runs, and a cached run worth keeping, under Gen4 parameters
+/// (`S_cutoff` = 32 pages).
+pub fn greedy_edges_and_large_run() -> Result<(), CaseError> {
+    let params = gen4()?;
+    let (pc, p2p) = (Path::PageCache, Path::P2p);
+    let mut out = [Segment::EMPTY; 8];
+    // Leading cached run of 10 pages: |a| = 0, 10 pages < S_cutoff, folded by the first rule.
+    // Trailing cached run of 500 pages after a 64-page P2P range: the second rule keeps it,
+    // since extending the transfer costs 500 * a > 500 * pc.
+    let runs = ok!(Runs::new(true, &[10, 64, 500]));
+    let s = ok!(greedy(&params, &runs, &mut out));
+    check!(s.segments == [seg(0, 74, p2p), seg(74, 500, pc)]);
+    // A 1-page cached run between two 64-page uncached runs is folded (saves one C_p2p).
+    let runs = ok!(Runs::new(false, &[64, 1, 64]));
+    let s = ok!(greedy(&params, &runs, &mut out));
+    check!(s.segments == [seg(0, 129, p2p)]);
+    // A 512-page cached run in the same place is kept.
+    let runs = ok!(Runs::new(false, &[64, 512, 64]));
+    let s = ok!(greedy(&params, &runs, &mut out));
+    check!(s.segments == [seg(0, 64, p2p), seg(64, 512, pc), seg(576, 64, p2p)]);
+    check!(s.cost == additive_cost(&params.model(), s.segments));
+    Ok(())
+}
+
+/// The released rule keeps runs of >= 256 pages or >= 20% of the request.
+pub fn released_rule_thresholds() -> Result<(), CaseError> {
+    check!(keeps(256, 10_000) && !keeps(255, 10_000));
+    check!(keeps(20, 100) && !keeps(19, 100));
+    let params = gen4()?;
+    let (pc, p2p) = (Path::PageCache, Path::P2p);
+    let mut out = [Segment::EMPTY; 8];
+    // 2048 pages: 300 cached kept, 100 cached folded (< 256 and < 20%).
+    let runs = ok!(Runs::new(false, &[100, 300, 1000, 100, 548]));
+    let s = ok!(released(&params, &runs, &mut out));
+    check!(s.segments == [seg(0, 100, p2p), seg(100, 300, pc), seg(400, 1648, p2p)]);
+    Ok(())
+}
+
+/// With the paper's parameters a P2P page is cheaper than a page-cache page (2.65 GB/s against
+/// 1.75 GB/s), so the optimum of any partly cached request is one P2P transfer.
+pub fn optimal_paper_params_one_transfer() -> Result<(), CaseError> {
+    let params = paper()?;
+    let runs = ok!(Runs::new(true, &[600, 3, 900, 1, 544]));
+    let mut out = [Segment::EMPTY; 6];
+    let mut ws = [Slot::EMPTY; 4];
+    let s = ok!(optimal(&params, &runs, &mut out, &mut ws));
+    check!(s.segments == [seg(0, 2048, Path::P2p)]);
+    check!(s.cost == params.model().t_p2p(2048));
+    Ok(())
+}
+
+/// Gen4: 4 uncached pages then 100 cached. The optimum stretches the P2P transfer to 32 pages
+/// (nearly free below the cutoff) and copies the remaining 72; the greedy, deciding whole runs
+/// only, copies all 100.
+pub fn optimal_extends_into_cached_run() -> Result<(), CaseError> {
+    let params = gen4()?;
+    let m = params.model();
+    let runs = ok!(Runs::new(false, &[4, 100]));
+    let mut out = [Segment::EMPTY; 3];
+    let mut ws = [Slot::EMPTY; 2];
+    let s = ok!(optimal(&params, &runs, &mut out, &mut ws));
+    check!(s.segments == [seg(0, 32, Path::P2p), seg(32, 72, Path::PageCache)]);
+    check!(s.cost == m.t_p2p(32) + m.t_pc(72));
+    let mut out2 = [Segment::EMPTY; 3];
+    let g = ok!(greedy(&params, &runs, &mut out2));
+    check!(g.cost == m.t_p2p(4) + m.t_pc(100) && s.cost < g.cost);
+    Ok(())
+}
+
+/// Page-level reference: `dp[i] = min_j dp[j] + min(T_p2p(i - j), T_pc(i - j) if cached)`,
+/// which enumerates every segmentation implicitly. `bits` bit `i` set = page `i` cached.
+fn reference(m: &Model, bits: u64, n: usize) -> u64 {
+    let mut dp = [u64::MAX; 65];
+    dp[0] = 0;
+    for i in 1..=n.min(64) {
+        let mut all_cached = true;
+        for j in (0..i).rev() {
+            all_cached &= bits >> j & 1 == 1;
+            let len = (i - j) as u64;
+            let mut c = dp[j].saturating_add(m.t_p2p(len));
+            if all_cached {
+                c = c.min(dp[j].saturating_add(m.t_pc(len)));
+            }
+            dp[i] = dp[i].min(c);
+        }
+    }
+    dp[n.min(64)]
+}
+
+/// The exact scheduler equals the page-level reference on patterns around the cutoff, for a
+/// model with `a >= pc` and a short cutoff (`n* = 3`).
+pub fn optimal_matches_page_reference() -> Result<(), CaseError> {
+    // c = 10, a = 4, b = 8 (flat up to 2 pages), pc = 3: n* = 3 since 3a - b = 4 >= pc.
+    let m = ok!(Model::from_terms(10, 4, 8, 3));
+    let patterns: [(u64, usize); 6] = [
+        (0b0110_1101_1011, 12),
+        (0b1111_0000_1111_0001, 16),
+        (0b1000_0001_1000_0001, 16),
+        (0b0111_1110_0111_1110, 16),
+        (0xF0F0_F0F0_F0F0_F0F0, 64),
+        (0x8421_0842_1084_2108, 64),
+    ];
+    for (bits, n) in patterns {
+        let mut lens = [0u32; 64];
+        let mut b = RunsBuilder::new(&mut lens);
+        ok!(b.push_bits((0..n).map(|i| bits >> i & 1 == 1)));
+        let runs = ok!(b.finish());
+        let mut out = [Segment::EMPTY; 65];
+        let mut ws = [Slot::EMPTY; 33];
+        let s = ok!(super::optimal::optimal_model(&m, &runs, &mut out, &mut ws));
+        check!(check_schedule(&runs, s.segments).is_ok());
+        check!(s.cost == additive_cost(&m, s.segments));
+        check!(s.cost == reference(&m, bits, n));
+    }
+    Ok(())
+}
+
+/// Too small output or workspace is an error, not a panic.
+pub fn optimal_reports_small_buffers() -> Result<(), CaseError> {
+    let params = gen4()?;
+    let runs = ok!(Runs::new(false, &[40, 2, 40, 2, 40]));
+    let mut out = [Segment::EMPTY; 6];
+    let mut ws = [Slot::EMPTY; 3];
+    let r = optimal(&params, &runs, &mut out, &mut ws);
+    check!(matches!(r, Err(SchedError::ScratchTooSmall)));
+    let mut ws = [Slot::EMPTY; 4];
+    let mut short = [Segment::EMPTY; 5];
+    let r = optimal(&params, &runs, &mut short, &mut ws);
+    check!(matches!(r, Err(SchedError::OutputTooSmall)));
+    let r = greedy(&params, &runs, &mut short[..0]);
+    check!(matches!(r, Err(SchedError::OutputTooSmall)));
+    Ok(())
+}
+
+/// A fully cached 8 MB request under Gen4: copying takes 839 us, one P2P 1350 us; letting the
+/// device read part of it while the CPU copies the rest finishes in about 532 us.
+pub fn overlap_splits_cached_request() -> Result<(), CaseError> {
+    let params = gen4()?;
+    let m = params.model();
+    let runs = ok!(Runs::new(true, &[2048]));
+    let mut out = [Segment::EMPTY; 2];
+    let mut ws = [Slot::EMPTY; 1];
+    let o = ok!(overlap(&params, &runs, &mut out, &mut ws));
+    check!(check_schedule(&runs, o.schedule.segments).is_ok());
+    check!(o.schedule.cost == makespan(&m, o.schedule.segments));
+    check!(o.schedule.cost < m.t_pc(2048) * 2 / 3);
+    check!(o.bound.picos(m.pc()) <= o.schedule.cost);
+    // Within 1% of the certified bound.
+    check!(o.schedule.cost - o.bound.picos(m.pc()) <= o.schedule.cost / 100);
+    Ok(())
+}
+
+/// The overlap scheduler's makespan is at most that of the additive optimum and of the greedy.
+pub fn overlap_not_worse_than_additive() -> Result<(), CaseError> {
+    let params = gen4()?;
+    let m = params.model();
+    let runs = ok!(Runs::new(false, &[40, 300, 8, 1, 3, 700, 200]));
+    let mut out = [Segment::EMPTY; 8];
+    let mut ws = [Slot::EMPTY; 5];
+    let add = ok!(optimal(&params, &runs, &mut out, &mut ws));
+    let add_makespan = makespan(&m, add.segments);
+    let mut out2 = [Segment::EMPTY; 8];
+    let g = ok!(greedy(&params, &runs, &mut out2));
+    let g_makespan = makespan(&m, g.segments);
+    let mut out3 = [Segment::EMPTY; 8];
+    let o = ok!(overlap(&params, &runs, &mut out3, &mut ws));
+    check!(check_schedule(&runs, o.schedule.segments).is_ok());
+    check!(o.schedule.cost <= add_makespan && o.schedule.cost <= g_makespan);
+    check!(o.bound.picos(m.pc()) <= o.schedule.cost);
+    Ok(())
+}

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Property tests of the decision core: every scheduler's schedule covers the request exactly
+//! once with page-cache segments over cached pages only, reports the cost it really has, the
+//! exact scheduler is never beaten and equals a brute force over all schedules for N <= 16.
+
+use proptest::prelude::*;
+use spin_core::sched::*;
+
+/// Every schedule of `n` pages by explicit enumeration: each segment `[pos, end)` goes through
+/// P2P, or through the page cache if all its pages are cached. Returns the minimum of `f` over
+/// all schedules, where `f` folds (device, cpu) sums. Exponential: only for small `n`.
+fn brute(bits: &[bool], m: &Model, pos: usize, device: u64, cpu: u64, f: &dyn Fn(u64, u64) -> u64) -> u64 {
+    let n = bits.len();
+    if pos == n {
+        return f(device, cpu);
+    }
+    let mut best = u64::MAX;
+    let mut cached = true;
+    for end in pos + 1..=n {
+        cached &= bits[end - 1];
+        let len = (end - pos) as u64;
+        best = best.min(brute(bits, m, end, device + m.t_p2p(len), cpu, f));
+        if cached {
+            best = best.min(brute(bits, m, end, device, cpu + m.t_pc(len), f));
+        }
+    }
+    best
+}
+
+/// Page-level O(N^2) reference of the additive optimum (exhaustive over segmentations).
+fn reference(bits: &[bool], m: &Model) -> u64 {
+    let n = bits.len();
+    let mut dp = vec![u64::MAX; n + 1];
+    dp[0] = 0;
+    for i in 1..=n {
+        let mut cached = true;
+        for j in (0..i).rev() {
+            cached &= bits[j];
+            let len = (i - j) as u64;
+            let mut c = dp[j] + m.t_p2p(len);
+            if cached {
+                c = c.min(dp[j] + m.t_pc(len));
+            }
+            dp[i] = dp[i].min(c);
+        }
+    }
+    dp[n]
+}
+
+fn runs_of<'a>(bits: &[bool], buf: &'a mut Vec<u32>) -> Runs<'a> {
+    assert!(!bits.is_empty());
+    buf.clear();
+    buf.resize(bits.len(), 0);
+    let mut b = RunsBuilder::new(buf);
+    b.push_bits(bits.iter().copied()).unwrap();
+    b.finish().unwrap()
+}
+
+/// Small integer models with both signs of `a - pc` and short cutoffs (`n0 = b / a` in 0..6).
+fn model() -> impl Strategy<Value = Model> {
+    (1u64..40, 0u64..6, 0u64..40, 0u64..300, 1u64..60).prop_map(|(a, n0, r, extra, pc)| {
+        let b = a * n0 + r % a;
+        Model::from_terms(b + 1 + extra, a, b, pc).unwrap()
+    })
+}
+
+/// Device parameters in kernel units, consistent by construction.
+fn params() -> impl Strategy<Value = Params> {
+    (0u64..64, 0u64..4096, 1u64..2000, 100u64..20_000, 100u64..20_000).prop_filter_map(
+        "consistent",
+        |(cut_pages, extra, c_us, bw_p2p_mb, bw_pc_mb)| {
+            let s = cut_pages * 4096 + extra;
+            let bw_p2p = bw_p2p_mb * 1_000_000;
+            let min_c_ns = (s * 1_000_000_000).div_ceil(bw_p2p);
+            let c = (c_us * 1000).max(min_c_ns).max(1);
+            Params::new(4096, s, c, bw_p2p, bw_pc_mb * 1_000_000).ok()
+        },
+    )
+}
+
+/// Residency bitmaps: i.i.d. pages or alternating runs, so that both short and long runs occur.
+fn bitmap(max: usize) -> impl Strategy<Value = Vec<bool>> {
+    prop_oneof![
+        prop::collection::vec(any::<bool>(), 1..=max),
+        prop::collection::vec((any::<bool>(), 1usize..40), 1..12).prop_map(move |rs| {
+            let mut v = Vec::new();
+            for (c, l) in rs {
+                v.extend(std::iter::repeat(c).take(l));
+            }
+            v.truncate(max);
+            v
+        }),
+    ]
+}
+
+fn check_valid(runs: &Runs<'_>, segs: &[Segment]) {
+    assert_eq!(check(runs, segs), Ok(()), "{segs:?}");
+}
+
+fn all_p2p(m: &Model, n: usize) -> u64 {
+    m.t_p2p(n as u64)
+}
+
+/// Every cached run through the page cache, every uncached run its own P2P transfer.
+fn naive(m: &Model, runs: &Runs<'_>) -> u64 {
+    runs.iter()
+        .map(|r| if r.cached { m.t_pc(r.len.into()) } else { m.t_p2p(r.len.into()) })
+        .sum()
+}
+
+fn optimal_of(m: &Model, runs: &Runs<'_>) -> (Vec<Segment>, u64) {
+    let mut out = vec![Segment::EMPTY; runs.max_segments()];
+    let mut ws = vec![Slot::EMPTY; scratch_len(runs)];
+    let s = optimal_model(m, runs, &mut out, &mut ws).unwrap();
+    (s.segments.to_vec(), s.cost)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// The exact scheduler equals an explicit enumeration of all schedules (N <= 16).
+    #[test]
+    fn optimal_equals_brute_force(m in model(), bits in bitmap(16)) {
+        let mut buf = Vec::new();
+        let runs = runs_of(&bits, &mut buf);
+        let (segs, cost) = optimal_of(&m, &runs);
+        check_valid(&runs, &segs);
+        prop_assert_eq!(cost, additive_cost(&m, &segs));
+        prop_assert_eq!(cost, brute(&bits, &m, 0, 0, 0, &|d, c| d + c));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// The exact scheduler equals the page-level reference on longer requests.
+    #[test]
+    fn optimal_equals_reference(m in model(), bits in bitmap(300)) {
+        let mut buf = Vec::new();
+        let runs = runs_of(&bits, &mut buf);
+        let (segs, cost) = optimal_of(&m, &runs);
+        check_valid(&runs, &segs);
+        prop_assert!(segs.len() <= runs.max_segments());
+        prop_assert_eq!(cost, additive_cost(&m, &segs));
+        prop_assert_eq!(cost, reference(&bits, &m));
+    }
+
+    /// With real device parameters: all schedulers produce valid schedules with the cost they
+    /// report, and the optimum is at most every other scheduler's cost.
+    #[test]
+    fn schedulers_valid_and_optimum_is_least(p in params(), bits in bitmap(600)) {
+        let m = p.model();
+        let mut buf = Vec::new();
+        let runs = runs_of(&bits, &mut buf);
+        let mut out = vec![Segment::EMPTY; runs.max_segments()];
+        let g = greedy(&p, &runs, &mut out).unwrap();
+        check_valid(&runs, g.segments);
+        prop_assert_eq!(g.cost, additive_cost(&m, g.segments));
+        let g_cost = g.cost;
+        let r = released(&p, &runs, &mut out).unwrap();
+        check_valid(&runs, r.segments);
+        prop_assert_eq!(r.cost, additive_cost(&m, r.segments));
+        let r_cost = r.cost;
+        let mut ws = vec![Slot::EMPTY; scratch_len(&runs)];
+        let o = optimal(&p, &runs, &mut out, &mut ws).unwrap();
+        check_valid(&runs, o.segments);
+        prop_assert_eq!(o.cost, additive_cost(&m, o.segments));
+        prop_assert!(o.cost <= g_cost && o.cost <= r_cost);
+        prop_assert!(o.cost <= all_p2p(&m, bits.len()) && o.cost <= naive(&m, &runs));
+        prop_assert_eq!(o.cost, reference(&bits, &m));
+    }
+
+    /// The builder reproduces the bitmap.
+    #[test]
+    fn runs_roundtrip(bits in bitmap(200)) {
+        let mut buf = Vec::new();
+        let runs = runs_of(&bits, &mut buf);
+        prop_assert_eq!(runs.pages() as usize, bits.len());
+        for (i, &b) in bits.iter().enumerate() {
+            prop_assert_eq!(runs.is_cached(i as u32), b);
+        }
+        let cached = bits.iter().filter(|&&b| b).count() as u32;
+        prop_assert_eq!(runs.cached_pages(), cached);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Overlap: valid schedule, reported makespan is real, the certified bound is at most the
+    /// true optimum (explicit enumeration, N <= 12), and it never loses to the additive optimum.
+    #[test]
+    fn overlap_bounds_hold(m in model(), bits in bitmap(12)) {
+        let _ = m;
+        let p = Params::gen4().unwrap();
+        let m = p.model();
+        let mut buf = Vec::new();
+        let runs = runs_of(&bits, &mut buf);
+        let mut out = vec![Segment::EMPTY; runs.max_segments()];
+        let mut ws = vec![Slot::EMPTY; scratch_len(&runs)];
+        let add = optimal(&p, &runs, &mut out, &mut ws).unwrap();
+        let add_makespan = makespan(&m, add.segments);
+        let o = overlap(&p, &runs, &mut out, &mut ws).unwrap();
+        check_valid(&runs, o.schedule.segments);
+        prop_assert_eq!(o.schedule.cost, makespan(&m, o.schedule.segments));
+        prop_assert!(o.schedule.cost <= add_makespan);
+        let exact = brute(&bits, &m, 0, 0, 0, &|d, c| d.max(c));
+        prop_assert!(o.bound.picos(m.pc()) <= exact);
+        prop_assert!(exact <= o.schedule.cost);
+    }
+}
