@@ -44,7 +44,7 @@ pub mod cases;
 pub use cost::{Model, ParamError, Params, Picos};
 pub use greedy::greedy;
 pub use optimal::{optimal, optimal_model, scratch_len, Slot};
-pub use overlap::{overlap, LowerBound, Overlap};
+pub use overlap::{gap_scratch_len, overlap, overlap_model, Overlap};
 pub use released::released;
 pub use runs::{Run, Runs, RunsBuilder, RunsError};
 pub use schedule::{

@@ -87,7 +87,11 @@ impl Slot {
 /// Workspace entries [`optimal`] needs for `runs`: the number of uncached runs plus one.
 pub fn scratch_len(runs: &Runs<'_>) -> usize {
     let n = runs.len();
-    let uncached = if runs.first_cached() { n / 2 } else { n.div_ceil(2) };
+    let uncached = if runs.first_cached() {
+        n / 2
+    } else {
+        n.div_ceil(2)
+    };
     uncached + 1
 }
 
@@ -151,7 +155,11 @@ pub fn optimal_model<'o>(
 
 /// The optimum when `a < pc`: one P2P transfer, or all page cache for a fully cached request if
 /// that is strictly cheaper.
-fn single_method(model: &Model, runs: &Runs<'_>, buf: &mut SegmentBuf<'_>) -> Result<Picos, SchedError> {
+fn single_method(
+    model: &Model,
+    runs: &Runs<'_>,
+    buf: &mut SegmentBuf<'_>,
+) -> Result<Picos, SchedError> {
     let n = runs.pages();
     let p2p = model.t_p2p(n.into());
     let pc = model.t_pc(n.into());
@@ -240,7 +248,11 @@ impl<'s> Dp<'s> {
     /// is past the last slot. `Some(None)` if it would start before page 0.
     fn read_at(&self, j: usize) -> Option<Option<u64>> {
         let e = self.slots.get(j)?.e;
-        Some((self.nstar > 0).then(|| e.checked_sub(self.nstar)).flatten())
+        Some(
+            (self.nstar > 0)
+                .then(|| e.checked_sub(self.nstar))
+                .flatten(),
+        )
     }
 
     /// Runs the program; returns the optimal cost and how it ends.
@@ -284,7 +296,10 @@ impl<'s> Dp<'s> {
             }
             self.pl += 1;
         }
-        let long = sub(self.best_long, self.n.saturating_sub(e).saturating_mul(self.a));
+        let long = sub(
+            self.best_long,
+            self.n.saturating_sub(e).saturating_mul(self.a),
+        );
         let long = add(sub(long, self.b), self.c);
         if long < best.0 {
             best = (long, EFrom::Long(self.best_long_at));
@@ -317,7 +332,9 @@ impl<'s> Dp<'s> {
         let mut src = from;
         loop {
             let land = self.landing(self.pp).filter(|&y| y <= hi);
-            let read = self.read_at(self.pm).filter(|x| x.map_or(true, |x| x <= hi));
+            let read = self
+                .read_at(self.pm)
+                .filter(|x| x.map_or(true, |x| x <= hi));
             match (land, read) {
                 (Some(y), r) if r.map_or(true, |x| x.map_or(false, |x| y <= x)) => {
                     let v = add(self.slot(self.pp).s_val, self.t_star);
@@ -343,7 +360,10 @@ impl<'s> Dp<'s> {
                 _ => break,
             }
         }
-        (sub(base, self.n.saturating_sub(hi).saturating_mul(self.pc)), src)
+        (
+            sub(base, self.n.saturating_sub(hi).saturating_mul(self.pc)),
+            src,
+        )
     }
 
     /// Writes the optimal schedule back to front into `buf`.

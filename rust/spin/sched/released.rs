@@ -19,8 +19,7 @@ pub const MIN_RUN_PERCENT: u32 = 20;
 /// Whether the released rule keeps a cached run of `len` pages in a request of `total` pages in
 /// the page cache.
 pub fn keeps(len: u32, total: u32) -> bool {
-    len >= MIN_RUN_PAGES
-        || u64::from(len) * 100 >= u64::from(total) * u64::from(MIN_RUN_PERCENT)
+    len >= MIN_RUN_PAGES || u64::from(len) * 100 >= u64::from(total) * u64::from(MIN_RUN_PERCENT)
 }
 
 /// Runs the released rule over `runs`; `out` needs [`Runs::max_segments`] entries.

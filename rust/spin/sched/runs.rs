@@ -192,10 +192,7 @@ impl<'a> RunsBuilder<'a> {
         }
         self.pages = self.pages.checked_add(len).ok_or(RunsError::TooLong)?;
         if self.used > 0 && cached == self.last_cached {
-            let last = self
-                .buf
-                .get_mut(self.used - 1)
-                .ok_or(RunsError::Full)?;
+            let last = self.buf.get_mut(self.used - 1).ok_or(RunsError::Full)?;
             *last = last.checked_add(len).ok_or(RunsError::TooLong)?;
             return Ok(());
         }

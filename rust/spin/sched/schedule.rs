@@ -151,7 +151,10 @@ pub fn check(runs: &Runs<'_>, segments: &[Segment]) -> Result<(), CheckError> {
         if seg.start != next {
             return Err(CheckError::NotContiguous);
         }
-        next = seg.start.checked_add(seg.len).ok_or(CheckError::WrongLength)?;
+        next = seg
+            .start
+            .checked_add(seg.len)
+            .ok_or(CheckError::WrongLength)?;
         if next > runs.pages() {
             return Err(CheckError::WrongLength);
         }

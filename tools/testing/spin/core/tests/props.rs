@@ -10,7 +10,14 @@ use spin_core::sched::*;
 /// Every schedule of `n` pages by explicit enumeration: each segment `[pos, end)` goes through
 /// P2P, or through the page cache if all its pages are cached. Returns the minimum of `f` over
 /// all schedules, where `f` folds (device, cpu) sums. Exponential: only for small `n`.
-fn brute(bits: &[bool], m: &Model, pos: usize, device: u64, cpu: u64, f: &dyn Fn(u64, u64) -> u64) -> u64 {
+fn brute(
+    bits: &[bool],
+    m: &Model,
+    pos: usize,
+    device: u64,
+    cpu: u64,
+    f: &dyn Fn(u64, u64) -> u64,
+) -> u64 {
     let n = bits.len();
     if pos == n {
         return f(device, cpu);
@@ -67,16 +74,23 @@ fn model() -> impl Strategy<Value = Model> {
 
 /// Device parameters in kernel units, consistent by construction.
 fn params() -> impl Strategy<Value = Params> {
-    (0u64..64, 0u64..4096, 1u64..2000, 100u64..20_000, 100u64..20_000).prop_filter_map(
-        "consistent",
-        |(cut_pages, extra, c_us, bw_p2p_mb, bw_pc_mb)| {
-            let s = cut_pages * 4096 + extra;
-            let bw_p2p = bw_p2p_mb * 1_000_000;
-            let min_c_ns = (s * 1_000_000_000).div_ceil(bw_p2p);
-            let c = (c_us * 1000).max(min_c_ns).max(1);
-            Params::new(4096, s, c, bw_p2p, bw_pc_mb * 1_000_000).ok()
-        },
+    (
+        0u64..64,
+        0u64..4096,
+        1u64..2000,
+        100u64..20_000,
+        100u64..20_000,
     )
+        .prop_filter_map(
+            "consistent",
+            |(cut_pages, extra, c_us, bw_p2p_mb, bw_pc_mb)| {
+                let s = cut_pages * 4096 + extra;
+                let bw_p2p = bw_p2p_mb * 1_000_000;
+                let min_c_ns = (s * 1_000_000_000).div_ceil(bw_p2p);
+                let c = (c_us * 1000).max(min_c_ns).max(1);
+                Params::new(4096, s, c, bw_p2p, bw_pc_mb * 1_000_000).ok()
+            },
+        )
 }
 
 /// Residency bitmaps: i.i.d. pages or alternating runs, so that both short and long runs occur.
@@ -105,7 +119,13 @@ fn all_p2p(m: &Model, n: usize) -> u64 {
 /// Every cached run through the page cache, every uncached run its own P2P transfer.
 fn naive(m: &Model, runs: &Runs<'_>) -> u64 {
     runs.iter()
-        .map(|r| if r.cached { m.t_pc(r.len.into()) } else { m.t_p2p(r.len.into()) })
+        .map(|r| {
+            if r.cached {
+                m.t_pc(r.len.into())
+            } else {
+                m.t_p2p(r.len.into())
+            }
+        })
         .sum()
 }
 
@@ -186,14 +206,31 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// Overlap on small integer models: bound <= exact optimum (enumeration) <= result.
+    #[test]
+    fn overlap_bounds_hold_small_models(m in model(), bits in bitmap(12)) {
+        let mut buf = Vec::new();
+        let runs = runs_of(&bits, &mut buf);
+        let mut out = vec![Segment::EMPTY; runs.max_segments()];
+        let mut ws = vec![Slot::EMPTY; scratch_len(&runs)];
+        let add = optimal_model(&m, &runs, &mut out, &mut ws).unwrap();
+        let add_makespan = makespan(&m, add.segments);
+        let mut gaps = vec![0u32; gap_scratch_len(&runs)];
+        let o = overlap_model(&m, &runs, &mut out, &mut ws, &mut gaps).unwrap();
+        check_valid(&runs, o.schedule.segments);
+        prop_assert_eq!(o.schedule.cost, makespan(&m, o.schedule.segments));
+        prop_assert!(o.schedule.cost <= add_makespan);
+        let exact = brute(&bits, &m, 0, 0, 0, &|d, c| d.max(c));
+        prop_assert!(o.bound <= exact, "bound {} > exact {}", o.bound, exact);
+        prop_assert!(exact <= o.schedule.cost);
+    }
 
     /// Overlap: valid schedule, reported makespan is real, the certified bound is at most the
     /// true optimum (explicit enumeration, N <= 12), and it never loses to the additive optimum.
     #[test]
-    fn overlap_bounds_hold(m in model(), bits in bitmap(12)) {
-        let _ = m;
-        let p = Params::gen4().unwrap();
+    fn overlap_bounds_hold(p in params(), bits in bitmap(12)) {
         let m = p.model();
         let mut buf = Vec::new();
         let runs = runs_of(&bits, &mut buf);
@@ -201,12 +238,15 @@ proptest! {
         let mut ws = vec![Slot::EMPTY; scratch_len(&runs)];
         let add = optimal(&p, &runs, &mut out, &mut ws).unwrap();
         let add_makespan = makespan(&m, add.segments);
-        let o = overlap(&p, &runs, &mut out, &mut ws).unwrap();
+        let mut gaps = vec![0u32; gap_scratch_len(&runs)];
+        let o = overlap(&p, &runs, &mut out, &mut ws, &mut gaps).unwrap();
         check_valid(&runs, o.schedule.segments);
         prop_assert_eq!(o.schedule.cost, makespan(&m, o.schedule.segments));
         prop_assert!(o.schedule.cost <= add_makespan);
+        let (d, h) = split_cost(&m, o.schedule.segments);
+        prop_assert_eq!((o.device, o.cpu), (d, h));
         let exact = brute(&bits, &m, 0, 0, 0, &|d, c| d.max(c));
-        prop_assert!(o.bound.picos(m.pc()) <= exact);
+        prop_assert!(o.bound <= exact, "bound {} > exact {}", o.bound, exact);
         prop_assert!(exact <= o.schedule.cost);
     }
 }
