@@ -238,39 +238,44 @@ impl<'s> Dp<'s> {
         self.slots.get(i).copied().unwrap_or(Slot::EMPTY)
     }
 
-    /// Where the short transfer starting at slot `j` ends, if there are short transfers.
-    fn landing(&self, j: usize) -> Option<u64> {
-        let s = self.slots.get(j)?.s;
-        (self.nstar > 0).then(|| s.saturating_add(self.nstar))
+    /// Where the short transfer starting at slot `j` ends; `i64::MAX` past the last slot or if
+    /// there are no short transfers.
+    #[inline]
+    fn land(&self, j: usize) -> i64 {
+        match self.slots.get(j) {
+            Some(sl) if self.nstar > 0 => sl.s as i64 + self.nstar as i64,
+            _ => i64::MAX,
+        }
     }
 
-    /// Where the short transfer ending at the end of slot `j` starts, or `None` if the pointer
-    /// is past the last slot. `Some(None)` if it would start before page 0.
-    fn read_at(&self, j: usize) -> Option<Option<u64>> {
-        let e = self.slots.get(j)?.e;
-        Some(
-            (self.nstar > 0)
-                .then(|| e.checked_sub(self.nstar))
-                .flatten(),
-        )
+    /// Where the short transfer ending at the end of slot `j` starts (may be negative, then
+    /// there is none); `i64::MAX` past the last slot; `i64::MIN` if there are no short transfers.
+    #[inline]
+    fn read(&self, j: usize) -> i64 {
+        match self.slots.get(j) {
+            Some(sl) if self.nstar > 0 => sl.e as i64 - self.nstar as i64,
+            Some(_) => i64::MIN,
+            None => i64::MAX,
+        }
     }
 
     /// Runs the program; returns the optimal cost and how it ends.
     fn solve(&mut self) -> (u64, Last) {
         let k = self.slots.len().saturating_sub(1);
-        let first_end = if k >= 1 { self.slot(1).s } else { self.n };
+        let first_end = self.slots.get(1).map_or(self.n, |sl| sl.s);
         let (mut val, mut src) = self.sweep(0, first_end, 0, Src::Start(0));
         for i in 1..=k {
-            if let Some(sl) = self.slots.get_mut(i) {
-                sl.s_val = val;
-                sl.from_s = src;
-            }
-            let (e_val, from) = self.end_of(i);
-            let hi = if i < k { self.slot(i + 1).s } else { self.n };
-            let e = self.slot(i).e;
+            let Some(sl) = self.slots.get_mut(i) else {
+                break;
+            };
+            sl.s_val = val;
+            sl.from_s = src;
+            let e = sl.e;
+            let (e_val, from) = self.end_of(i, e);
             if let Some(sl) = self.slots.get_mut(i) {
                 sl.from_e = from;
             }
+            let hi = self.slots.get(i + 1).map_or(self.n, |sl| sl.s);
             (val, src) = self.sweep(e, hi, e_val, Src::Start(i as u32));
         }
         if self.t_whole < val {
@@ -280,9 +285,8 @@ impl<'s> Dp<'s> {
         }
     }
 
-    /// Optimal cost of the prefix ending at the last page of uncached run `i`.
-    fn end_of(&mut self, i: usize) -> (u64, EFrom) {
-        let e = self.slot(i).e;
+    /// Optimal cost of the prefix ending at `e`, the last page of uncached run `i`.
+    fn end_of(&mut self, i: usize, e: u64) -> (u64, EFrom) {
         let mut best = (INF, EFrom::None);
         // Long transfers: from every slot j with e - s_j > n0, via the running minimum.
         while let Some(sl) = self.slots.get(self.pl) {
@@ -296,74 +300,81 @@ impl<'s> Dp<'s> {
             }
             self.pl += 1;
         }
-        let long = sub(
-            self.best_long,
-            self.n.saturating_sub(e).saturating_mul(self.a),
-        );
-        let long = add(sub(long, self.b), self.c);
-        if long < best.0 {
-            best = (long, EFrom::Long(self.best_long_at));
+        if self.best_long != INF {
+            let long = self.best_long - self.n.saturating_sub(e).saturating_mul(self.a);
+            best = (
+                long.saturating_sub(self.b).saturating_add(self.c),
+                EFrom::Long(self.best_long_at),
+            );
         }
         // Short transfers from a slot start landing exactly here; earlier ones land inside
         // this uncached run and cannot be followed by the page cache.
-        while let Some(y) = self.landing(self.pp) {
-            if y > e {
+        let e_pos = e as i64;
+        loop {
+            let y = self.land(self.pp);
+            if y > e_pos {
                 break;
             }
-            let v = add(self.slot(self.pp).s_val, self.t_star);
-            if y == e && v < best.0 {
-                best = (v, EFrom::Exact(self.pp as u32));
+            if y == e_pos {
+                let v = add(self.slot_s_val(self.pp), self.t_star);
+                if v < best.0 {
+                    best = (v, EFrom::Exact(self.pp as u32));
+                }
             }
             self.pp += 1;
         }
-        let minus = add(self.slot(i).m_val, self.t_star);
-        if self.nstar > 0 && minus < best.0 {
-            best = (minus, EFrom::Minus);
+        if self.nstar > 0 {
+            let m_val = self.slots.get(i).map_or(INF, |sl| sl.m_val);
+            let minus = add(m_val, self.t_star);
+            if minus < best.0 {
+                best = (minus, EFrom::Minus);
+            }
         }
         best
+    }
+
+    #[inline]
+    fn slot_s_val(&self, j: usize) -> u64 {
+        self.slots.get(j).map_or(INF, |sl| sl.s_val)
     }
 
     /// Sweeps the cached range `[lo, hi]` whose first page is reached at cost `start`; records
     /// `M` values read inside it and returns the cost of reaching `hi` and where its page-cache
     /// chain starts.
     fn sweep(&mut self, lo: u64, hi: u64, start: u64, from: Src) -> (u64, Src) {
+        let (n, pc) = (self.n, self.pc);
         // Chain value at page x is base - (n - x) * pc.
-        let mut base = add(start, self.n.saturating_sub(lo).saturating_mul(self.pc));
+        let mut base = add(start, n.saturating_sub(lo).saturating_mul(pc));
         let mut src = from;
+        let (lo_pos, hi_pos) = (lo as i64, hi as i64);
         loop {
-            let land = self.landing(self.pp).filter(|&y| y <= hi);
-            let read = self
-                .read_at(self.pm)
-                .filter(|x| x.map_or(true, |x| x <= hi));
-            match (land, read) {
-                (Some(y), r) if r.map_or(true, |x| x.map_or(false, |x| y <= x)) => {
-                    let v = add(self.slot(self.pp).s_val, self.t_star);
-                    let key = add(v, self.n.saturating_sub(y).saturating_mul(self.pc));
-                    if y > lo && key < base {
+            let y = self.land(self.pp);
+            let x = self.read(self.pm);
+            if y <= hi_pos && y <= x {
+                // A short transfer from slot pp ends at y: a new start of the chain.
+                if y > lo_pos {
+                    let v = add(self.slot_s_val(self.pp), self.t_star);
+                    let key = add(v, n.saturating_sub(y as u64).saturating_mul(pc));
+                    if key < base {
                         base = key;
                         src = Src::Landing(self.pp as u32);
                     }
-                    self.pp += 1;
                 }
-                (_, Some(x)) => {
-                    let pm = self.pm;
-                    let n = self.n;
-                    let pc = self.pc;
-                    if let (Some(x), Some(sl)) = (x, self.slots.get_mut(pm)) {
-                        if x >= lo {
-                            sl.m_val = sub(base, n.saturating_sub(x).saturating_mul(pc));
-                            sl.from_m = src;
-                        }
+                self.pp += 1;
+            } else if x <= hi_pos {
+                // The short transfer ending at slot pm starts at x: record the chain value.
+                if x >= lo_pos {
+                    if let Some(sl) = self.slots.get_mut(self.pm) {
+                        sl.m_val = sub(base, n.saturating_sub(x as u64).saturating_mul(pc));
+                        sl.from_m = src;
                     }
-                    self.pm += 1;
                 }
-                _ => break,
+                self.pm += 1;
+            } else {
+                break;
             }
         }
-        (
-            sub(base, self.n.saturating_sub(hi).saturating_mul(self.pc)),
-            src,
-        )
+        (sub(base, n.saturating_sub(hi).saturating_mul(pc)), src)
     }
 
     /// Writes the optimal schedule back to front into `buf`.
