@@ -353,7 +353,7 @@ fn main() {
             for (sname, st) in [("greedy", &q.greedy), ("released", &q.released)] {
                 let _ = writeln!(
                     qcsv,
-                    "{name},{g},{sname},{},{:.6},{:.6},{:.6},{:.6},{:.6}",
+                    "{name},\"{g}\",{sname},{},{:.6},{:.6},{:.6},{:.6},{:.6}",
                     st.n,
                     st.mean(),
                     st.min,
@@ -364,7 +364,7 @@ fn main() {
             }
             let _ = writeln!(
                 ov,
-                "| {g} | {:.1} | {:.1} | {:.3}x | {:.3}x | {:.3}x | {:.1}% | {:.3}% | {:.2}% |",
+                "| {g} | {:.1} | {:.1} | {:.3}x | {:.3}x | {:.3}x | {:.2}% | {:.3}% | {:.2}% |",
                 q.opt_us.mean(),
                 q.overlap_us.mean(),
                 q.overlap_gain.mean(),
@@ -376,7 +376,7 @@ fn main() {
             );
             let _ = writeln!(
                 ocsv,
-                "{name},{g},{:.3},{:.3},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6}",
+                "{name},\"{g}\",{:.3},{:.3},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6}",
                 q.opt_us.mean(),
                 q.overlap_us.mean(),
                 q.overlap_gain.mean(),
@@ -444,7 +444,12 @@ fn main() {
         for (gen, reqs) in &reqs_all {
             let t = run_bench(params, reqs, &a);
             for (s, ns) in SCHEDULERS.iter().zip(t) {
-                let _ = writeln!(dcsv, "{name},{},{s},{ns:.1},{:.4}", gen.name(), ns / t[0]);
+                let _ = writeln!(
+                    dcsv,
+                    "{name},\"{}\",{s},{ns:.1},{:.4}",
+                    gen.name(),
+                    ns / t[0]
+                );
             }
             if *name == "gen4" {
                 let runs: usize = reqs.iter().map(|r| r.1.len()).sum();
