@@ -29,7 +29,7 @@
 //! linear in the number of runs and independent of the request size.
 //!
 //! The caller provides the workspace: one [`Slot`] per uncached run plus one
-//! ([`scratch_len`]), e.g. 1025 slots (48 KiB) for any 8 MB request of 4 KiB pages.
+//! ([`scratch_len`]), e.g. 1025 slots (56 KiB) for any 8 MB request of 4 KiB pages.
 
 use super::cost::{Model, Params, Picos};
 use super::runs::Runs;
