@@ -312,21 +312,29 @@ pub fn optimal_extends_into_cached_run() -> Result<(), CaseError> {
 /// Page-level reference: `dp[i] = min_j dp[j] + min(T_p2p(i - j), T_pc(i - j) if cached)`,
 /// which enumerates every segmentation implicitly. `bits` bit `i` set = page `i` cached.
 fn reference(m: &Model, bits: u64, n: usize) -> u64 {
+    let n = n.min(64);
     let mut dp = [u64::MAX; 65];
-    dp[0] = 0;
-    for i in 1..=n.min(64) {
+    if let Some(d) = dp.get_mut(0) {
+        *d = 0;
+    }
+    for i in 1..=n {
+        let mut best = u64::MAX;
         let mut all_cached = true;
         for j in (0..i).rev() {
             all_cached &= bits >> j & 1 == 1;
             let len = (i - j) as u64;
-            let mut c = dp[j].saturating_add(m.t_p2p(len));
+            let prev = dp.get(j).copied().unwrap_or(u64::MAX);
+            let mut c = prev.saturating_add(m.t_p2p(len));
             if all_cached {
-                c = c.min(dp[j].saturating_add(m.t_pc(len)));
+                c = c.min(prev.saturating_add(m.t_pc(len)));
             }
-            dp[i] = dp[i].min(c);
+            best = best.min(c);
+        }
+        if let Some(d) = dp.get_mut(i) {
+            *d = best;
         }
     }
-    dp[n.min(64)]
+    dp.get(n).copied().unwrap_or(u64::MAX)
 }
 
 /// The exact scheduler equals the page-level reference on patterns around the cutoff, for a

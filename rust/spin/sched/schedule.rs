@@ -166,8 +166,7 @@ pub fn check(runs: &Runs<'_>, segments: &[Segment]) -> Result<(), CheckError> {
             it.next();
         }
         if seg.path == Path::PageCache {
-            let mut probe = it.clone();
-            while let Some(r) = probe.next() {
+            for r in it.clone() {
                 if r.start >= next {
                     break;
                 }

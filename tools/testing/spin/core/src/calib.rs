@@ -186,7 +186,7 @@ fn split_candidates(samples: &[Sample], j: usize, best: &mut Option<Cand>) {
     };
     let mut consider = |c: Option<Cand>| {
         if let Some(c) = c {
-            if c.k > 0.0 && c.c > 0.0 && best.map_or(true, |b| c.sse < b.sse) {
+            if c.k > 0.0 && c.c > 0.0 && best.is_none_or(|b| c.sse < b.sse) {
                 *best = Some(c);
             }
         }
