@@ -64,6 +64,10 @@ enum EFrom {
 pub struct Slot {
     s: u64,
     e: u64,
+    /// Where the short transfer starting at `s` ends (`i64::MAX`: no short transfers).
+    land: i64,
+    /// Where the short transfer ending at `e` starts (`i64::MIN`: none).
+    read: i64,
     s_val: u64,
     m_val: u64,
     from_s: Src,
@@ -76,6 +80,8 @@ impl Slot {
     pub const EMPTY: Slot = Slot {
         s: 0,
         e: 0,
+        land: i64::MAX,
+        read: i64::MIN,
         s_val: INF,
         m_val: INF,
         from_s: Src::Start(0),
@@ -213,7 +219,7 @@ impl<'s> Dp<'s> {
         // Growing a transfer from n0 to n0 + 1 pages costs (n0 + 1) * a - b, then a per page.
         let step = n0.saturating_add(1).saturating_mul(a).saturating_sub(b);
         let nstar = if step >= pc { n0 } else { n0.saturating_add(1) };
-        fill_slots(runs, slots);
+        fill_slots(runs, slots, nstar);
         let n = u64::from(runs.pages());
         Self {
             c,
@@ -242,21 +248,14 @@ impl<'s> Dp<'s> {
     /// there are no short transfers.
     #[inline]
     fn land(&self, j: usize) -> i64 {
-        match self.slots.get(j) {
-            Some(sl) if self.nstar > 0 => sl.s as i64 + self.nstar as i64,
-            _ => i64::MAX,
-        }
+        self.slots.get(j).map_or(i64::MAX, |sl| sl.land)
     }
 
     /// Where the short transfer ending at the end of slot `j` starts (may be negative, then
     /// there is none); `i64::MAX` past the last slot; `i64::MIN` if there are no short transfers.
     #[inline]
     fn read(&self, j: usize) -> i64 {
-        match self.slots.get(j) {
-            Some(sl) if self.nstar > 0 => sl.e as i64 - self.nstar as i64,
-            Some(_) => i64::MIN,
-            None => i64::MAX,
-        }
+        self.slots.get(j).map_or(i64::MAX, |sl| sl.read)
     }
 
     /// Runs the program; returns the optimal cost and how it ends.
@@ -352,14 +351,15 @@ impl<'s> Dp<'s> {
             let x = self.read(self.pm);
             if y <= hi_pos && y <= x {
                 // A short transfer from slot pp ends at y: a new start of the chain.
-                if y > lo_pos {
-                    let v = add(self.slot_s_val(self.pp), self.t_star);
-                    let key = add(v, n.saturating_sub(y as u64).saturating_mul(pc));
-                    if key < base {
-                        base = key;
-                        src = Src::Landing(self.pp as u32);
-                    }
-                }
+                let v = add(self.slot_s_val(self.pp), self.t_star);
+                let key = add(v, n.saturating_sub(y as u64).saturating_mul(pc));
+                let better = y > lo_pos && key < base;
+                base = if better { key } else { base };
+                src = if better {
+                    Src::Landing(self.pp as u32)
+                } else {
+                    src
+                };
                 self.pp += 1;
             } else if x <= hi_pos {
                 // The short transfer ending at slot pm starts at x: record the chain value.
@@ -471,19 +471,23 @@ fn push(buf: &mut SegmentBuf<'_>, from: u64, to: u64, path: Path) -> Result<(), 
 }
 
 /// Slot 0 is a virtual transfer start at page 0; slot `i >= 1` is the `i`-th uncached run.
-fn fill_slots(runs: &Runs<'_>, slots: &mut [Slot]) {
+/// Positions fit an `i64`: requests have at most `u32::MAX` pages.
+fn fill_slots(runs: &Runs<'_>, slots: &mut [Slot], nstar: u64) {
+    let short = i64::try_from(nstar).ok().filter(|&n| n > 0);
+    let slot = |s: u64, e: u64, s_val: u64| Slot {
+        s,
+        e,
+        land: short.map_or(i64::MAX, |n| (s as i64).saturating_add(n)),
+        read: short.map_or(i64::MIN, |n| (e as i64).saturating_sub(n)),
+        s_val,
+        ..Slot::EMPTY
+    };
     let mut it = slots.iter_mut();
     if let Some(first) = it.next() {
-        *first = Slot {
-            s_val: 0,
-            ..Slot::EMPTY
-        };
+        *first = slot(0, 0, 0);
     }
-    for (run, slot) in runs.iter().filter(|r| !r.cached).zip(it) {
-        *slot = Slot {
-            s: run.start.into(),
-            e: u64::from(run.start) + u64::from(run.len),
-            ..Slot::EMPTY
-        };
+    for (run, sl) in runs.iter().filter(|r| !r.cached).zip(it) {
+        let s = u64::from(run.start);
+        *sl = slot(s, s + u64::from(run.len), INF);
     }
 }
