@@ -14,6 +14,11 @@
 //!
 //! See `Documentation/spin/index.rst`.
 
+pub mod sched;
+
+#[cfg(CONFIG_SPIN_KUNIT_TEST)]
+mod sched_kunit;
+
 use kernel::prelude::*;
 
 module! {

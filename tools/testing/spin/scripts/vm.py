@@ -15,6 +15,7 @@ A watchdog ends a guest that does not finish in time; the run then fails with th
 """
 
 import argparse
+import fcntl
 import json
 import os
 import socket
@@ -124,6 +125,14 @@ def main():
     for f in (a.kernel, a.initrd):
         if not os.path.exists(f):
             sys.exit(f"[vm] ERROR: {f} missing: run 'make initramfs' first")
+
+    # One guest at a time: two TCG guests on two cores would only slow each other down.
+    lock = open(os.path.join(BUILD, "vm", ".lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log("another guest is running; waiting for it")
+        fcntl.flock(lock, fcntl.LOCK_EX)
 
     shm = f"/dev/shm/spin-gpu-{os.getpid()}"
     sock = os.path.join(out, "agent.sock")

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `rust_spin_sched`: the decision core's shared unit cases, run in the kernel.
+//!
+//! The cases live once, in [`crate::sched::cases`]; the host crate runs the very same functions
+//! with `cargo test`. KUnit's `#[kunit_tests]` needs one literal `#[test]` function per case, so
+//! each case has a one-line wrapper here, and `every_case_is_wrapped` fails if a case is added
+//! to [`cases::CASES`] without one.
+
+#[kunit_tests(rust_spin_sched)]
+mod tests {
+    use crate::sched::cases::{self, CaseError};
+    use kernel::prelude::*;
+
+    /// Number of wrappers below; must equal `cases::CASES.len()`.
+    const WRAPPED: usize = 17;
+
+    /// Logs where a case failed; KTAP names the case.
+    fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
+        result.inspect_err(|e| {
+            pr_err!(
+                "spin: sched case failed at rust/spin/sched/cases.rs:{}: {}\n",
+                e.line,
+                e.what
+            )
+        })
+    }
+
+    #[test]
+    fn every_case_is_wrapped() {
+        assert_eq!(cases::CASES.len(), WRAPPED);
+    }
+
+    #[test]
+    fn params_paper_and_gen4() -> Result<(), CaseError> {
+        report(cases::params_paper_and_gen4())
+    }
+
+    #[test]
+    fn params_reject_inconsistent() -> Result<(), CaseError> {
+        report(cases::params_reject_inconsistent())
+    }
+
+    #[test]
+    fn params_reject_out_of_range() -> Result<(), CaseError> {
+        report(cases::params_reject_out_of_range())
+    }
+
+    #[test]
+    fn t_p2p_is_a_subadditive_hinge() -> Result<(), CaseError> {
+        report(cases::t_p2p_is_a_subadditive_hinge())
+    }
+
+    #[test]
+    fn runs_builder_merges_and_bounds() -> Result<(), CaseError> {
+        report(cases::runs_builder_merges_and_bounds())
+    }
+
+    #[test]
+    fn runs_reject_bad_input() -> Result<(), CaseError> {
+        report(cases::runs_reject_bad_input())
+    }
+
+    #[test]
+    fn check_detects_bad_schedules() -> Result<(), CaseError> {
+        report(cases::check_detects_bad_schedules())
+    }
+
+    #[test]
+    fn greedy_paper_example() -> Result<(), CaseError> {
+        report(cases::greedy_paper_example())
+    }
+
+    #[test]
+    fn greedy_fully_cached_uses_page_cache() -> Result<(), CaseError> {
+        report(cases::greedy_fully_cached_uses_page_cache())
+    }
+
+    #[test]
+    fn greedy_edges_and_large_run() -> Result<(), CaseError> {
+        report(cases::greedy_edges_and_large_run())
+    }
+
+    #[test]
+    fn released_rule_thresholds() -> Result<(), CaseError> {
+        report(cases::released_rule_thresholds())
+    }
+
+    #[test]
+    fn optimal_paper_params_one_transfer() -> Result<(), CaseError> {
+        report(cases::optimal_paper_params_one_transfer())
+    }
+
+    #[test]
+    fn optimal_extends_into_cached_run() -> Result<(), CaseError> {
+        report(cases::optimal_extends_into_cached_run())
+    }
+
+    #[test]
+    fn optimal_matches_page_reference() -> Result<(), CaseError> {
+        report(cases::optimal_matches_page_reference())
+    }
+
+    #[test]
+    fn optimal_reports_small_buffers() -> Result<(), CaseError> {
+        report(cases::optimal_reports_small_buffers())
+    }
+
+    #[test]
+    fn overlap_splits_cached_request() -> Result<(), CaseError> {
+        report(cases::overlap_splits_cached_request())
+    }
+
+    #[test]
+    fn overlap_not_worse_than_additive() -> Result<(), CaseError> {
+        report(cases::overlap_not_worse_than_additive())
+    }
+}
