@@ -66,7 +66,7 @@ def main():
         ax.set_title(title)
         lo = min(100.0 * float(r[field]) for r in quality)
         ax.set_ylim(max(0.0, lo - 2.0), 100.5)
-        ax.legend(fontsize=7, loc="lower left")
+        ax.legend(fontsize=7, loc="lower left", ncol=2, framealpha=0.9)
 
     ax = axes[1][0]
     width = 0.8 / len(sets)
