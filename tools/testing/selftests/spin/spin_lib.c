@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
+#include <linux/dma-heap.h>
 
 #include "spin_lib.h"
 
@@ -301,4 +303,155 @@ void *spin_alloc_aligned(size_t len)
 	if (posix_memalign(&p, 4096, len ? len : 1))
 		return NULL;
 	return p;
+}
+
+int spin_gpu_find(char *pcidir, size_t len)
+{
+	return spin_pci_find(SPIN_GPU_VENDOR, SPIN_GPU_DEVICE, pcidir, len);
+}
+
+/* Bus-independent CPU physical start of BAR @bar, from sysfs "resource". */
+long long spin_pci_bar_start(const char *pcidir, int bar)
+{
+	char path[PATH_MAX];
+	unsigned long long start = 0, end, flags;
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "%s/resource", pcidir);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	for (i = 0; i <= bar; i++)
+		if (fscanf(f, "%llx %llx %llx", &start, &end, &flags) != 3) {
+			fclose(f);
+			return -1;
+		}
+	fclose(f);
+	return start;
+}
+
+/* Physical address behind @addr in this process (root only: /proc/self/pagemap). */
+long long spin_virt_to_phys(const void *addr)
+{
+	uint64_t entry, page = sysconf(_SC_PAGESIZE);
+	uintptr_t va = (uintptr_t)addr;
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = pread(fd, &entry, sizeof(entry), (va / page) * sizeof(entry));
+	close(fd);
+	if (n != sizeof(entry) || !(entry & (1ULL << 63)))
+		return -1;	/* not present */
+	entry &= (1ULL << 55) - 1;
+	if (!entry)
+		return -1;	/* PFN hidden */
+	return entry * page + va % page;
+}
+
+/*
+ * Walk [@addr, @addr + @len) of a mapping of GPU memory page by page and call
+ * @fn for every physically contiguous run, with its offset in the GPU BAR.
+ */
+static int gpu_runs(const char *pcidir, const void *addr, size_t len,
+		    int (*fn)(uint64_t bar_off, size_t len, uint64_t at, void *arg), void *arg)
+{
+	long long bar = spin_pci_bar_start(pcidir, SPIN_GPU_BAR);
+	uint64_t page = sysconf(_SC_PAGESIZE);
+	const char *p = addr;
+	size_t done = 0;
+
+	if (bar <= 0)
+		return -ENODEV;
+	while (done < len) {
+		long long phys = spin_virt_to_phys(p + done);
+		size_t run = page - ((uintptr_t)(p + done) % page);
+		int ret;
+
+		if (phys < bar)
+			return -EFAULT;	/* not GPU memory */
+		if (run > len - done)
+			run = len - done;
+		while (done + run < len && spin_virt_to_phys(p + done + run) == phys + (long long)run) {
+			size_t more = len - done - run;
+
+			run += more < page ? more : page;
+		}
+		ret = fn(phys - bar, run, done, arg);
+		if (ret)
+			return ret;
+		done += run;
+	}
+	return 0;
+}
+
+struct gpu_op {
+	const char *cmd;
+	uint64_t seed, poff;
+	char *why;
+	size_t whylen;
+};
+
+static int gpu_op_run(uint64_t bar_off, size_t len, uint64_t at, void *arg)
+{
+	struct gpu_op *op = arg;
+	char reply[128];
+	int ret;
+
+	ret = spin_agent(reply, sizeof(reply), "%s %llu %zu %llu %llu", op->cmd,
+			 (unsigned long long)bar_off, len, (unsigned long long)op->seed,
+			 (unsigned long long)(op->poff + at));
+	if (ret && op->why)
+		snprintf(op->why, op->whylen, "%s %llu+%zu: %s", op->cmd,
+			 (unsigned long long)bar_off, len, reply);
+	return ret;
+}
+
+/*
+ * Ask the host whether GPU memory behind @addr holds the pattern of seed @seed
+ * for offsets [@poff, @poff + @len): what a GPU would see, not what this CPU
+ * reads back. 0 if it does; otherwise @why says where it does not.
+ */
+int spin_gpu_check(const char *pcidir, const void *addr, size_t len, uint64_t seed,
+		   uint64_t poff, char *why, size_t whylen)
+{
+	struct gpu_op op = { "CHECK", seed, poff, why, whylen };
+
+	if (why)
+		snprintf(why, whylen, "ok");
+	return gpu_runs(pcidir, addr, len, gpu_op_run, &op);
+}
+
+/* Have the host write the pattern into the GPU memory behind @addr. */
+int spin_gpu_fill(const char *pcidir, const void *addr, size_t len, uint64_t seed, uint64_t poff)
+{
+	struct gpu_op op = { "FILL", seed, poff, NULL, 0 };
+
+	return gpu_runs(pcidir, addr, len, gpu_op_run, &op);
+}
+
+/* Open the DMA-BUF heap of the p2pdma provider at sysfs dir @pcidir. */
+int spin_heap_open(const char *pcidir)
+{
+	char path[PATH_MAX];
+	const char *bdf = strrchr(pcidir, '/');
+
+	snprintf(path, sizeof(path), "/dev/dma_heap/p2p-%s", bdf ? bdf + 1 : pcidir);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* Allocate @len bytes from @heap: the dma-buf fd, or -errno. */
+int spin_heap_alloc(int heap, size_t len, unsigned int fd_flags, unsigned long long heap_flags)
+{
+	struct dma_heap_allocation_data data = {
+		.len = len,
+		.fd_flags = fd_flags,
+		.heap_flags = heap_flags,
+	};
+
+	if (ioctl(heap, DMA_HEAP_IOCTL_ALLOC, &data))
+		return -errno;
+	return data.fd;
 }

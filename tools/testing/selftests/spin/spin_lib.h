@@ -27,6 +27,16 @@ int spin_pci_find(unsigned int vendor, unsigned int device, char *dir, size_t le
 int spin_pci_upstream(const char *pcidir, char *up, size_t len);
 
 void *spin_gpu_map(const char *pcidir, size_t *size);
+int spin_gpu_find(char *pcidir, size_t len);
+long long spin_pci_bar_start(const char *pcidir, int bar);
+long long spin_virt_to_phys(const void *addr);
+int spin_gpu_check(const char *pcidir, const void *addr, size_t len, uint64_t seed,
+		   uint64_t poff, char *why, size_t whylen);
+int spin_gpu_fill(const char *pcidir, const void *addr, size_t len, uint64_t seed,
+		  uint64_t poff);
+
+int spin_heap_open(const char *pcidir);
+int spin_heap_alloc(int heap, size_t len, unsigned int fd_flags, unsigned long long heap_flags);
 
 void spin_pattern_fill(void *buf, uint64_t off, size_t len, uint64_t seed);
 ssize_t spin_pattern_check(const void *buf, uint64_t off, size_t len, uint64_t seed);

@@ -7,13 +7,15 @@ one answer per line:
 
   PING                       -> PONG <size>
   CRC <off> <len>            -> OK <crc32, 8 hex digits>      (zlib's CRC-32 of the bytes)
-  FILL <off> <len> <seed>    -> OK                            (write the test pattern)
-  CHECK <off> <len> <seed>   -> OK | BAD <offset of the first wrong byte>
+  FILL <off> <len> <seed> [<poff>]   -> OK                    (write the test pattern)
+  CHECK <off> <len> <seed> [<poff>]  -> OK | BAD <offset of the first wrong byte>
   SET <off> <len> <byte>     -> OK                            (memset)
   anything wrong             -> ERR <reason>
 
 The test pattern: the byte at absolute offset o is byte (o % 8), little-endian, of
-pattern_word(seed, o // 8); see pattern_words(). tools/testing/selftests/spin/spin_lib.c
+pattern_word(seed, o // 8); see pattern_words(). FILL and CHECK use the pattern of offsets
+[poff, poff + len) (default poff = off), so a test can check GPU memory against the pattern
+of the file range it read into it. tools/testing/selftests/spin/spin_lib.c
 computes the same pattern in the guest.
 """
 
@@ -87,17 +89,19 @@ class Agent:
                 n = min(self.CHUNK, off + length - o)
                 crc = zlib.crc32(mem[o:o + n], crc)
             return f"OK {crc:08x}"
-        if cmd == "FILL":
+        if cmd in ("FILL", "CHECK"):
             off, length = self._range(*args[:2])
+            seed = args[2]
+            delta = (args[3] if len(args) > 3 else off) - off
+        if cmd == "FILL":
             for o in range(off, off + length, self.CHUNK):
                 n = min(self.CHUNK, off + length - o)
-                mem[o:o + n] = pattern_bytes(args[2], o, n)
+                mem[o:o + n] = pattern_bytes(seed, o + delta, n)
             return "OK"
         if cmd == "CHECK":
-            off, length = self._range(*args[:2])
             for o in range(off, off + length, self.CHUNK):
                 n = min(self.CHUNK, off + length - o)
-                want = np.frombuffer(pattern_bytes(args[2], o, n), dtype=np.uint8)
+                want = np.frombuffer(pattern_bytes(seed, o + delta, n), dtype=np.uint8)
                 have = np.frombuffer(mem[o:o + n], dtype=np.uint8)
                 bad = np.nonzero(want != have)[0]
                 if len(bad):
