@@ -29,7 +29,7 @@ if ! flock -n 9; then
 	flock 9
 fi
 kmake() {
-	make -C "$KSRC" O="$KOBJ" LLVM=-19 CC="ccache clang-19" HOSTCC="ccache clang-19" "$@"
+	make -C "$KSRC" O="$KOBJ" LLVM=-19 CC="ccache clang-19" "$@"
 }
 
 log "toolchain: $(rustc --version), $(bindgen --version), $(clang-19 --version | head -1)"
