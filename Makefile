@@ -17,6 +17,7 @@ SCRIPTS := $(REPO)/tools/testing/spin/scripts
 CORE    := $(REPO)/tools/testing/spin/core/Cargo.toml
 TARBALL := /usr/src/linux-source-7.3.tar.xz
 KTREE   := $(PY) $(SCRIPTS)/ktree.py --tree $(KSRC)
+LOCK    := $(SCRIPTS)/with-lock.sh
 STAMP   := /var/lib/spin-workshop
 export BUILD KSRC KOBJ
 
@@ -40,32 +41,32 @@ tree: setup
 
 ## apply: build the repo's series on top of the pristine tree (only changed files are touched)
 apply: tree
-	@$(KTREE) apply $(if $(FORCE),--force)
+	@$(LOCK) $(KTREE) apply $(if $(FORCE),--force)
 
-## kernel: configure (fragment checked) and build bzImage + modules
-kernel: apply
-	@$(SCRIPTS)/build-kernel.sh
+## kernel: apply, configure (fragment checked) and build bzImage + modules
+kernel: tree
+	@$(SCRIPTS)/build.sh kernel
 
-## initramfs: busybox, fio, mkfs and the test programs for the guest
-initramfs: kernel
-	@$(SCRIPTS)/mkinitramfs.sh
+## initramfs: the kernel, then busybox, fio, mkfs and the test programs for the guest
+initramfs: tree
+	@$(SCRIPTS)/build.sh initramfs
 
 ## run: the demo, end to end
-run: initramfs
-	@$(PY) $(SCRIPTS)/vm.py --mode demo
+run: tree
+	@$(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(PY) $(SCRIPTS)/vm.py --mode demo'
 
 ## test: every test (host cargo tests, KUnit in the booted kernel, VM tests)
-test: setup
+test: tree
 	@$(SCRIPTS)/test-all.sh
 
-test-core:
+test-core: setup
 	@$(SCRIPTS)/test-all.sh core
 
-test-vm: initramfs
+test-vm: tree
 	@$(SCRIPTS)/test-all.sh vm
 
 ## test-selfcheck: prove that a failing KUnit case and a failing VM test turn `make test` red
-test-selfcheck: initramfs
+test-selfcheck: tree
 	@$(SCRIPTS)/test-all.sh selfcheck
 
 ## bench-core: the decision-core simulator and decision-cost benchmark

@@ -7,6 +7,8 @@
 //! each case has a one-line wrapper here, and `every_case_is_wrapped` fails if a case is added
 //! to [`cases::CASES`] without one.
 
+use kernel::prelude::*;
+
 #[kunit_tests(rust_spin_sched)]
 mod tests {
     use crate::sched::cases::{self, CaseError};

@@ -22,12 +22,8 @@ ccache -M 8G >/dev/null
 
 log() { printf '[kernel] %s\n' "$*"; }
 
-# One kernel build at a time on this machine (2 cores): wait for any other.
-exec 9>"$KOBJ/.build.lock"
-if ! flock -n 9; then
-	log "another kernel build is running; waiting for it"
-	flock 9
-fi
+# One build or guest at a time (see with-lock.sh).
+[ -n "${SPIN_LOCKED:-}" ] || exec "$here/with-lock.sh" "$0" "$@"
 kmake() {
 	make -C "$KSRC" O="$KOBJ" LLVM=-19 CC="ccache clang-19" "$@"
 }

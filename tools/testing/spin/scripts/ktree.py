@@ -40,6 +40,10 @@ import tempfile
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXED_DATE = "1700000000 +0000"
+# Where repository content comes from: the working copy (default), or with
+# --committed (SPIN_APPLY=committed) only what is committed at HEAD, so that one
+# developer's uncommitted work in a shared checkout does not enter another's build.
+COMMITTED = False
 TAG = "pristine"
 BRANCH = "refs/heads/spin"
 
@@ -72,20 +76,41 @@ def identity():
 
 # ---------------------------------------------------------------- series ---
 
+def repo_read(rel):
+    """The content of repository file REL (working copy, or HEAD with --committed)."""
+    if COMMITTED:
+        r = subprocess.run(["git", "-C", REPO, "show", f"HEAD:{rel}"], capture_output=True)
+        if r.returncode:
+            die(f"{rel} is not committed")
+        return r.stdout
+    with open(os.path.join(REPO, rel), "rb") as f:
+        return f.read()
+
+
+def repo_exists(rel):
+    if COMMITTED:
+        return subprocess.run(["git", "-C", REPO, "cat-file", "-e", f"HEAD:{rel}"],
+                              capture_output=True).returncode == 0
+    return os.path.isfile(os.path.join(REPO, rel))
+
+
 class Entry:
     """One commit of the series."""
 
     def __init__(self, rel):
         self.rel = rel
         self.path = os.path.join(REPO, "patches", rel)
-        if not os.path.isfile(self.path):
+        if not repo_exists(f"patches/{rel}"):
             die(f"patches/series names {rel}, which does not exist")
         self.kind = "patch" if rel.endswith(".patch") else "files"
         if self.kind == "files" and not rel.endswith(".files"):
             die(f"{rel}: a series entry ends in .patch or .files")
 
+    def text(self):
+        return repo_read(f"patches/{self.rel}").decode()
+
     def message_and_files(self):
-        text = open(self.path).read()
+        text = self.text()
         head, sep, files = text.partition("\nFiles:\n")
         if not sep:
             die(f"{self.rel}: no 'Files:' line")
@@ -99,15 +124,13 @@ class Entry:
     def subject(self):
         if self.kind == "files":
             return self.message_and_files()[0].splitlines()[0]
-        with open(self.path) as f:
-            msg = email.message_from_file(f, policy=email.policy.default)
+        msg = email.message_from_string(self.text(), policy=email.policy.default)
         return re.sub(r"^\[PATCH[^\]]*\]\s*", "", str(msg["Subject"]))
 
 
 def read_series():
-    path = os.path.join(REPO, "patches", "series")
     entries = []
-    for line in open(path):
+    for line in repo_read("patches/series").decode().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             entries.append(Entry(line))
@@ -119,12 +142,28 @@ def read_series():
 
 
 def repo_files(paths):
-    """Tracked and untracked-not-ignored repository files below PATHS."""
-    out = git(REPO, "ls-files", "-co", "--exclude-standard", "--", *paths)
-    files = sorted({f for f in out.splitlines() if os.path.isfile(os.path.join(REPO, f))})
+    """Repository files below PATHS: tracked and untracked-not-ignored, or committed."""
+    if COMMITTED:
+        out = git(REPO, "ls-tree", "-r", "--name-only", "HEAD", "--", *paths)
+        files = sorted(set(out.splitlines()))
+    else:
+        out = git(REPO, "ls-files", "-co", "--exclude-standard", "--", *paths)
+        files = sorted({f for f in out.splitlines() if os.path.isfile(os.path.join(REPO, f))})
     if not files:
         die(f"no repository files below {paths}")
     return files
+
+
+def repo_blob(tree, rel):
+    """Store repository file REL in TREE's object database: (blob id, mode)."""
+    if COMMITTED:
+        mode = git(REPO, "ls-tree", "HEAD", "--", rel).split()[0]
+        r = subprocess.run(["git", "-C", tree, "hash-object", "-w", "--stdin"],
+                           input=repo_read(rel), capture_output=True, check=True)
+        return r.stdout.decode().strip(), mode
+    full = os.path.join(REPO, rel)
+    mode = "100755" if os.access(full, os.X_OK) else "100644"
+    return git(tree, "hash-object", "-w", full), mode
 
 
 # ------------------------------------------------------------------ init ---
@@ -169,14 +208,15 @@ def build_series(tree, entries):
     for e in entries:
         cenv = dict(env)
         if e.kind == "patch":
+            text = e.text()
             r = subprocess.run(["git", "-C", tree, "apply", "--cached", "--whitespace=nowarn",
-                                e.path], env={**os.environ, **env}, capture_output=True,
-                               text=True)
+                                "-"], input=text, env={**os.environ, **env},
+                               capture_output=True, text=True)
             if r.returncode:
                 die(f"patches/{e.rel} does not apply:\n{r.stderr}")
             with tempfile.TemporaryDirectory() as td:
                 info = subprocess.run(["git", "mailinfo", os.path.join(td, "msg"),
-                                       os.path.join(td, "patch")], stdin=open(e.path),
+                                       os.path.join(td, "patch")], input=text,
                                       capture_output=True, text=True, check=True).stdout
                 hdr = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
                 msg = hdr.get("Subject", e.rel) + "\n\n" + open(os.path.join(td, "msg")).read()
@@ -188,9 +228,7 @@ def build_series(tree, entries):
             if "Signed-off-by:" not in msg:
                 msg = msg.rstrip("\n") + f"\n\nSigned-off-by: {name} <{mail}>\n"
             for f in repo_files(paths):
-                full = os.path.join(REPO, f)
-                blob = git(tree, "hash-object", "-w", full)
-                mode = "100755" if os.access(full, os.X_OK) else "100644"
+                blob, mode = repo_blob(tree, f)
                 git(tree, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{f}", env=env)
             cenv.update({"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail,
                          "GIT_AUTHOR_DATE": FIXED_DATE})
@@ -374,6 +412,9 @@ def cmd_export(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tree", required=True, help="the kernel git tree")
+    p.add_argument("--committed", action="store_true",
+                   default=os.environ.get("SPIN_APPLY") == "committed",
+                   help="use only what is committed at HEAD (default: the working copy)")
     sub = p.add_subparsers(dest="cmd", required=True)
     i = sub.add_parser("init")
     i.add_argument("--tarball", required=True)
@@ -386,6 +427,8 @@ def main():
     sub.add_parser("export")
     args = p.parse_args()
     args.tree = os.path.abspath(args.tree)
+    global COMMITTED
+    COMMITTED = args.committed
     {"init": cmd_init, "apply": cmd_apply, "series": cmd_series, "check": cmd_check,
      "export": cmd_export}[args.cmd](args)
 

@@ -42,13 +42,13 @@ run_core() {
 
 run_vm() { # MODE
 	local mode=$1 summary=$BUILD/vm/$1/summary.json
-	if ! make -s -C "$repo" initramfs; then
+	rm -f "$summary"
+	# Build and boot under one lock: nobody may replace the kernel in between.
+	if ! "$here/with-lock.sh" bash -c '"$0/build.sh" initramfs && { /usr/bin/python3 "$0/vm.py" --mode "$1" --summary "$2"; true; }' "$here" "$mode" "$summary"; then
 		failures+=("vm: kernel or initramfs build failed")
 		count 0 1
 		return
 	fi
-	rm -f "$summary"
-	/usr/bin/python3 "$here/vm.py" --mode "$mode" --summary "$summary"
 	if [ ! -f "$summary" ]; then
 		failures+=("vm: the runner produced no result")
 		count 0 1

@@ -126,13 +126,14 @@ def main():
         if not os.path.exists(f):
             sys.exit(f"[vm] ERROR: {f} missing: run 'make initramfs' first")
 
-    # One guest at a time: two TCG guests on two cores would only slow each other down.
-    lock = open(os.path.join(BUILD, "vm", ".lock"), "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        log("another guest is running; waiting for it")
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # One build or guest at a time (see with-lock.sh); nested under it, the lock is held.
+    if not os.environ.get("SPIN_LOCKED"):
+        lock = open(os.path.join(BUILD, ".workshop.lock"), "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log("the kernel tree is busy (another build or guest); waiting")
+            fcntl.flock(lock, fcntl.LOCK_EX)
 
     shm = f"/dev/shm/spin-gpu-{os.getpid()}"
     sock = os.path.join(out, "agent.sock")
