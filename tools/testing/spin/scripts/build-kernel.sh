@@ -11,6 +11,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 : "${KSRC:?}" "${KOBJ:?}"
 FRAGMENT=${FRAGMENT:-$here/../config/spin.config}
+if [ "${SPIN_APPLY:-}" = committed ] && [ "$FRAGMENT" = "$here/../config/spin.config" ]; then
+	# Build what is committed (see ktree.py --committed), fragment included.
+	mkdir -p "$KOBJ"
+	git -C "$here" show HEAD:tools/testing/spin/config/spin.config > "$KOBJ/spin.config.committed"
+	FRAGMENT=$KOBJ/spin.config.committed
+fi
 LOG=$KOBJ/build.log
 JOBS=${JOBS:-$(nproc)}
 
@@ -56,7 +62,7 @@ log "building bzImage + modules with -j$JOBS (cold: about 20 min; log: $LOG)"
 set +e
 kmake -j"$JOBS" bzImage modules 2>&1 | tee "$LOG" | awk -v start="$start" '
 	/^  [A-Z]/ { n++ }
-	/error|Error/ && !/Werror/ { print "[kernel] " $0; fflush() }
+	/error[:\[]|Error [0-9]/ { print "[kernel] " $0; fflush() }
 	{ now = systime(); if (now - last >= 30) { last = now;
 	  printf "[kernel] %5d steps, %dm%02ds\n", n, (now-start)/60, (now-start)%60; fflush() } }
 	END { printf "[kernel] %5d steps done\n", n }'

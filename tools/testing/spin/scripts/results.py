@@ -26,6 +26,16 @@ KERNEL_BAD = re.compile(r"(Kernel panic|BUG:|WARNING:|Oops|general protection fa
 SUITES = os.path.join(os.path.dirname(__file__), "..", "kunit-suites")
 
 
+def suites_text():
+    """The expected KUnit suites (committed version when SPIN_APPLY=committed)."""
+    if os.environ.get("SPIN_APPLY") == "committed":
+        import subprocess
+        return subprocess.run(["git", "-C", os.path.dirname(SUITES), "show",
+                               "HEAD:tools/testing/spin/kunit-suites"], capture_output=True,
+                              text=True, check=True).stdout
+    return open(SUITES).read()
+
+
 class Results:
     def __init__(self, mode):
         self.mode = mode
@@ -139,7 +149,7 @@ def parse(results_path, console_path, mode, timed_out=False, timeout=0):
                 res.add(f"vm/{name} (exit)", False, "did not finish")
             elif rc != 0:
                 res.add(f"vm/{name} (exit)", False, f"exit status {rc}")
-    want = [s.strip() for s in open(SUITES) if s.strip() and not s.startswith("#")]
+    want = [s.strip() for s in suites_text().splitlines() if s.strip() and not s.startswith("#")]
     for s in want:
         if s not in seen_suites:
             res.add(f"kunit/{s}", False, "expected suite did not run")
