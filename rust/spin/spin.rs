@@ -11,9 +11,12 @@
 //!
 //! - [`sched`]: the pure decision core (cost model, schedulers). It has no kernel dependency:
 //!   the same source is compiled into the host crate under `tools/testing/spin/core`.
+//! - `exporter`: GPU memory as dma-bufs, one DMA-BUF heap `/dev/dma_heap/p2p-<bdf>` per PCI
+//!   device with published p2pdma memory.
 //!
 //! See `Documentation/spin/index.rst`.
 
+mod exporter;
 pub mod sched;
 
 #[cfg(CONFIG_SPIN_KUNIT_TEST)]
@@ -30,7 +33,9 @@ module! {
 }
 
 /// The spin module: owns the subsystem's global state.
-struct Spin;
+struct Spin {
+    _exporter: exporter::Exporter,
+}
 
 impl kernel::Module for Spin {
     fn init(_module: &'static ThisModule) -> Result<Self> {
@@ -39,7 +44,9 @@ impl kernel::Module for Spin {
             !cfg!(MODULE),
             kernel::page::PAGE_SIZE
         );
-        Ok(Spin)
+        Ok(Spin {
+            _exporter: exporter::Exporter::new()?,
+        })
     }
 }
 

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! p2pdma_bar: offers a PCI memory BAR as peer-to-peer DMA memory.
+//!
+//! The driver registers the first 64-bit prefetchable memory BAR of its device as PCI p2pdma
+//! memory and publishes it. The BAR then has `ZONE_DEVICE` struct pages: NVMe SSDs and other
+//! devices DMA straight into it, `pin_user_pages(FOLL_PCI_P2PDMA)` accepts user mappings of it,
+//! and spin hands it to user space as DMA-BUF heap `/dev/dma_heap/p2p-<bdf>`.
+//!
+//! It is also the template for a GPU driver: the two calls in [`P2pdmaBar::probe`] after
+//! `enable_device_mem()` are all a driver adds to offer its memory this way (see
+//! `Documentation/spin/gpu-memory.rst`). Everything else is undone by the PCI and p2pdma cores
+//! when the driver unbinds: the p2pdma teardown waits until every page is released.
+//!
+//! The driver binds to the QEMU `ivshmem-plain` device (1af4:1110, shared memory in BAR2) by ID,
+//! and to any other PCI device through `driver_override`.
+
+use kernel::{
+    device::Core,
+    io::resource::Flags,
+    pci,
+    prelude::*,
+    sizes::SZ_2M, //
+};
+
+/// The smallest and coarsest unit of memory that gets struct pages.
+///
+/// `ZONE_DEVICE` memory is added in memory hotplug subsections (2 MiB on x86-64): the BAR's
+/// start and size must be multiples of it.
+const P2P_GRANULE: u64 = SZ_2M as u64;
+
+/// What the driver looks at to choose a BAR.
+#[derive(Clone, Copy)]
+struct BarInfo {
+    flags: Flags,
+    start: u64,
+    len: u64,
+}
+
+/// Returns whether a BAR can become p2pdma memory.
+///
+/// It must be a 64-bit prefetchable memory BAR (the kind that GPUs use for their memory) whose
+/// start and size are non-zero multiples of [`P2P_GRANULE`].
+fn bar_is_usable(bar: &BarInfo) -> bool {
+    let needed = Flags::IORESOURCE_MEM | Flags::IORESOURCE_PREFETCH | Flags::IORESOURCE_MEM_64;
+    bar.flags.contains(needed)
+        && bar.len >= P2P_GRANULE
+        && bar.len % P2P_GRANULE == 0
+        && bar.start % P2P_GRANULE == 0
+}
+
+/// Returns the index of the first usable BAR of `bars` (indexed by BAR number), see
+/// [`bar_is_usable`].
+fn select_bar(bars: &[Option<BarInfo>]) -> Option<u32> {
+    let index = bars
+        .iter()
+        .position(|bar| bar.as_ref().is_some_and(bar_is_usable))?;
+    u32::try_from(index).ok()
+}
+
+/// Number of standard BARs of a PCI function.
+const STD_BARS: usize = 6;
+
+/// Reads what [`select_bar`] needs of the standard BARs of `pdev`.
+fn bar_infos(pdev: &pci::Device) -> [Option<BarInfo>; STD_BARS] {
+    let mut bars = [None; STD_BARS];
+    for (bar, info) in (0u32..).zip(bars.iter_mut()) {
+        *info = match (
+            pdev.resource_flags(bar),
+            pdev.resource_start(bar),
+            pdev.resource_len(bar),
+        ) {
+            (Ok(flags), Ok(start), Ok(len)) => Some(BarInfo { flags, start, len }),
+            _ => None,
+        };
+    }
+    bars
+}
+
+/// The driver; it keeps no state of its own: the p2pdma memory is device managed.
+struct P2pdmaBar;
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <P2pdmaBar as pci::Driver>::IdInfo,
+    [
+        // QEMU ivshmem-plain: BAR0 registers, BAR2 the shared memory.
+        (
+            pci::DeviceId::from_id(pci::Vendor::REDHAT_QUMRANET, 0x1110),
+            ()
+        ),
+    ]
+);
+
+impl pci::Driver for P2pdmaBar {
+    type IdInfo = ();
+    type Data<'bound> = Self;
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let Some(bar) = select_bar(&bar_infos(pdev)) else {
+            dev_err!(
+                pdev,
+                "no usable BAR: need a 64-bit prefetchable memory BAR of >= 2 MiB, 2 MiB aligned\n"
+            );
+            return Err(ENODEV);
+        };
+
+        pdev.enable_device_mem()?;
+
+        // The two calls a GPU driver adds to offer its memory: give (all of) the BAR struct pages
+        // and a p2pdma pool, and let other drivers and user space allocate from it.
+        pdev.p2pdma_add_resource(bar, 0, 0)?;
+        pdev.p2pmem_publish(true);
+
+        dev_info!(
+            pdev,
+            "BAR{} ({} MiB) published as peer-to-peer DMA memory\n",
+            bar,
+            pdev.resource_len(bar)? >> 20
+        );
+        Ok(P2pdmaBar)
+    }
+}
+
+kernel::module_pci_driver! {
+    type: P2pdmaBar,
+    name: "p2pdma_bar",
+    authors: ["spin developers"],
+    description: "PCI memory BAR as peer-to-peer DMA memory",
+    license: "GPL",
+}
+
+#[cfg(CONFIG_P2PDMA_BAR_KUNIT_TEST)]
+#[kunit_tests(rust_spin_p2pdma_bar)]
+mod tests {
+    use super::*;
+
+    fn mem64_pref() -> Flags {
+        Flags::IORESOURCE_MEM | Flags::IORESOURCE_PREFETCH | Flags::IORESOURCE_MEM_64
+    }
+
+    fn bar(flags: Flags, start: u64, len: u64) -> Option<BarInfo> {
+        Some(BarInfo { flags, start, len })
+    }
+
+    #[test]
+    fn ivshmem_uses_bar2() {
+        // BAR0: 256 B of 32-bit registers; BAR2: 256 MiB of 64-bit prefetchable memory.
+        let bars = [
+            bar(Flags::IORESOURCE_MEM, 0xfe00_0000, 256),
+            None,
+            bar(mem64_pref(), 0x8_0000_0000, 256 << 20),
+            None,
+            None,
+            None,
+        ];
+        assert_eq!(select_bar(&bars), Some(2));
+    }
+
+    #[test]
+    fn first_usable_bar_wins() {
+        let bars = [
+            bar(mem64_pref(), 0x8_0000_0000, 64 << 20),
+            None,
+            bar(mem64_pref(), 0x9_0000_0000, 256 << 20),
+        ];
+        assert_eq!(select_bar(&bars), Some(0));
+    }
+
+    #[test]
+    fn refuses_unusable_bars() {
+        let io = Flags::IORESOURCE_IO;
+        let mem32_pref = Flags::IORESOURCE_MEM | Flags::IORESOURCE_PREFETCH;
+        let mem64 = Flags::IORESOURCE_MEM | Flags::IORESOURCE_MEM_64;
+        let bars = [
+            // I/O ports.
+            bar(io, 0xc000, 4 << 20),
+            // 32-bit prefetchable, 64-bit non-prefetchable.
+            bar(mem32_pref, 0xc000_0000, 16 << 20),
+            bar(mem64, 0x8_0000_0000, 16 << 20),
+            // Too small, misaligned start, size not a multiple of 2 MiB.
+            bar(mem64_pref(), 0x8_0000_0000, 1 << 20),
+            bar(mem64_pref(), 0x8_0010_0000, 4 << 20),
+            bar(mem64_pref(), 0x8_0000_0000, 3 << 20),
+        ];
+        assert_eq!(select_bar(&bars), None);
+        assert_eq!(select_bar(&[]), None);
+        assert_eq!(select_bar(&[None; STD_BARS]), None);
+    }
+
+    #[test]
+    fn accepts_granule_sized_bar() {
+        assert_eq!(
+            select_bar(&[None, bar(mem64_pref(), 0x8_0020_0000, 2 << 20)]),
+            Some(1)
+        );
+    }
+}

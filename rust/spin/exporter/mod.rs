@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The exporter: GPU memory (PCI p2pdma memory) as dma-bufs, one DMA-BUF heap per provider.
+//!
+//! For every PCI device that has published p2pdma memory (the stand-in GPU bound to
+//! `p2pdma_bar`, an NVMe controller's CMB, a real GPU whose driver publishes its BAR) spin
+//! registers the heap `/dev/dma_heap/p2p-<pci-bdf>`. User space allocates with
+//! `DMA_HEAP_IOCTL_ALLOC` and gets a dma-buf; `mmap()` of it (shared only) maps the memory
+//! write-combining, page by page with real `ZONE_DEVICE` struct pages, so `pin_user_pages()`
+//! with `FOLL_PCI_P2PDMA` and thus O_DIRECT reads and writes accept it. Importing devices get PCI
+//! bus addresses when the topology allows peer-to-peer DMA.
+//!
+//! The pieces, one job each:
+//!
+//! - [`policy`]: pure decisions (names, sizes, mapping checks, fault windows) and their KUnit
+//!   suite `rust_spin_exporter`;
+//! - [`provider`]: a provider and its heap: allocation, the list of live buffers, revocation;
+//! - [`buffer`]: a buffer's dma-buf operations: attach/map for importers, mmap and fault;
+//! - this file: finding providers (at init and through a PCI bus notifier).
+//!
+//! # Lifetimes
+//!
+//! A buffer's memory is a run of p2pdma pages, each with its own reference count. The buffer
+//! holds one reference per page; every user mapping of a page, every pin (`pin_user_pages()`, as
+//! taken by O_DIRECT) and every importer's DMA mapping holds another. A page goes back to the
+//! provider's pool when its last reference is dropped: closing the file descriptor does not
+//! invalidate mappings (they hold the dma-buf file), `fork()` copies the page table entries with
+//! their references.
+//!
+//! When the provider's driver unbinds, the buffers are revoked ([`provider::Provider::revoke`]):
+//! user mappings are zapped and fault with `SIGBUS` afterwards, importers are asked to drop their
+//! mappings, new mmaps and attaches fail with `ENODEV`, and the buffers drop their own page
+//! references. The p2pdma teardown then waits for the remaining references (I/O in flight,
+//! importers that have not unmapped yet) before it removes the struct pages: no access ever
+//! reaches freed memory. The heap stays (heaps cannot be removed) and fails allocations with
+//! `ENODEV` until a driver binds to the device again.
+//!
+//! # Lock order
+//!
+//! registry lock → provider lock → buffer lock; the provider lock is also taken before a
+//! dma-buf's reservation lock (revocation). The buffer lock is innermost: it is taken under the
+//! mmap lock (mmap), the VMA lock (fault) and the reservation lock (importer map), and nothing is
+//! acquired while it is held, except page table locks when pages are inserted.
+
+mod buffer;
+mod policy;
+mod provider;
+
+use kernel::{
+    device,
+    dma_heap::Heap,
+    new_mutex,
+    pci::{
+        self,
+        p2pdma::{ProviderEvents, ProviderNotifier},
+    },
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+use provider::Provider;
+
+/// The providers found so far.
+#[pin_data]
+struct Registry {
+    #[pin]
+    providers: Mutex<KVec<Arc<Provider>>>,
+}
+
+impl Registry {
+    fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            providers <- new_mutex!(KVec::new()),
+        })
+    }
+
+    /// Serves `pdev`'s published p2pdma memory: with its existing heap or with a new one.
+    fn add(&self, pdev: &pci::Device) -> Result {
+        let bdf = pdev.as_ref().name();
+        let mut providers = self.providers.lock();
+        if let Some(provider) = providers.iter().find(|provider| provider.is(pdev)) {
+            provider.bind(pdev);
+            pr_info!("spin: /dev/dma_heap/p2p-{}: provider bound again\n", bdf);
+            return Ok(());
+        }
+
+        let name = policy::heap_name(bdf.to_str().map_err(|_| EINVAL)?)?;
+        let provider = Provider::new(bdf)?;
+        providers.reserve(1, GFP_KERNEL)?;
+        provider.bind(pdev);
+        Heap::register(name, provider.clone())?;
+        providers.push(provider, GFP_KERNEL)?;
+        pr_info!(
+            "spin: /dev/dma_heap/p2p-{}: new heap for the p2pdma memory of {}\n",
+            bdf,
+            bdf
+        );
+        Ok(())
+    }
+}
+
+impl ProviderEvents for Registry {
+    fn bound(&self, pdev: &pci::Device<device::Bound>) {
+        if !pdev.has_p2pmem() {
+            return;
+        }
+        if let Err(err) = self.add(pdev) {
+            pr_err!(
+                "spin: no DMA-BUF heap for {}: error {}\n",
+                pdev.as_ref().name(),
+                err.to_errno()
+            );
+        }
+    }
+
+    fn unbinding(&self, pdev: &pci::Device<device::Bound>) {
+        let providers = self.providers.lock();
+        for provider in providers.iter().filter(|provider| provider.is(pdev)) {
+            provider.revoke(pdev);
+        }
+    }
+}
+
+/// The exporter: follows the providers for as long as it lives.
+pub(crate) struct Exporter {
+    _notifier: Pin<KBox<ProviderNotifier<Registry>>>,
+}
+
+impl Exporter {
+    /// Serves every PCI device that has published p2pdma memory, now and as drivers bind.
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self {
+            _notifier: KBox::pin_init(ProviderNotifier::new(Registry::new()), GFP_KERNEL)?,
+        })
+    }
+}
