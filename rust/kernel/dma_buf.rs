@@ -17,6 +17,9 @@
 //!
 //! User mappings are set up by [`Operations::mmap`]; an exporter that maps its pages on demand
 //! implements [`Operations::fault`] as well.
+//!
+//! The importer's side is minimal: [`DmaBuf::get`] of a file descriptor, [`DmaBuf::attach`] of a
+//! device and [`ImportAttachment::map`] for DMA, enough to check an exporter from the kernel.
 
 use crate::{
     bindings, container_of, device,
@@ -175,6 +178,158 @@ impl DmaBuf {
         // SAFETY: By the safety requirements, the private data is a `KBox<T>` that lives until
         // `release`, which cannot run while `&self` exists.
         unsafe { &*(*self.as_raw()).priv_.cast::<T>() }
+    }
+}
+
+impl DmaBuf {
+    /// Returns the dma-buf of file descriptor `fd` of the current task.
+    ///
+    /// Fails with [`EBADF`] if `fd` is not open and [`EINVAL`] if it is not a dma-buf.
+    pub fn get(fd: i32) -> Result<ARef<DmaBuf>> {
+        // SAFETY: `dma_buf_get()` looks `fd` up in the current task's file table and returns the
+        // dma-buf with a new reference, or an error.
+        let dmabuf = crate::error::from_err_ptr(unsafe { bindings::dma_buf_get(fd) })?;
+        // SAFETY: `dmabuf` is a valid dma-buf with a reference that the `ARef` now owns.
+        Ok(unsafe { ARef::from_raw(NonNull::new_unchecked(dmabuf.cast())) })
+    }
+
+    /// Attaches `dev` to the buffer, as an importer.
+    ///
+    /// The attachment is dynamic and accepts peer memory without `struct page`s. The exporter may
+    /// refuse the device (the error of [`Operations::attach`]).
+    pub fn attach(&self, dev: &device::Device) -> Result<ImportAttachment> {
+        // SAFETY: The dma-buf and the device are valid; `IMPORT_OPS` is static. The device is
+        // referenced by the attachment's `dev` field below for as long as the attachment lives.
+        let attach = crate::error::from_err_ptr(unsafe {
+            bindings::dma_buf_dynamic_attach(
+                self.as_raw(),
+                dev.as_raw(),
+                &IMPORT_OPS,
+                core::ptr::null_mut(),
+            )
+        })?;
+        // INVARIANT: `attach` is a new attachment of `self` to `dev`.
+        Ok(ImportAttachment {
+            dmabuf: self.into(),
+            _dev: dev.into(),
+            // SAFETY: `from_err_ptr()` returned a valid pointer.
+            attach: unsafe { NonNull::new_unchecked(attach) },
+        })
+    }
+}
+
+/// Called when the exporter revokes or moves the buffer; see [`ImportMapping`].
+extern "C" fn import_invalidate(_attach: *mut bindings::dma_buf_attachment) {}
+
+/// The importer operations of [`DmaBuf::attach`]: peer memory accepted, and mappings that are
+/// only held for the duration of a call (so nothing needs to be done on invalidation).
+static IMPORT_OPS: bindings::dma_buf_attach_ops = bindings::dma_buf_attach_ops {
+    allow_peer2peer: true,
+    invalidate_mappings: Some(import_invalidate),
+};
+
+/// A device attached to a dma-buf as an importer, see [`DmaBuf::attach`]; detached on drop.
+///
+/// # Invariants
+///
+/// `attach` is an attachment of `dmabuf`, made by `dma_buf_dynamic_attach()` for `_dev`.
+pub struct ImportAttachment {
+    dmabuf: ARef<DmaBuf>,
+    _dev: ARef<device::Device>,
+    attach: NonNull<bindings::dma_buf_attachment>,
+}
+
+impl ImportAttachment {
+    /// Maps the buffer for DMA by the attached device.
+    ///
+    /// The mapping is a dynamic importer's: it must be dropped in bounded time, since the exporter
+    /// may wait for it when it revokes the buffer. Keep it for the duration of a call.
+    pub fn map(&self, dir: DataDirection) -> Result<ImportMapping<'_>> {
+        // SAFETY: The attachment is valid; the function takes the reservation lock itself.
+        let sgt = crate::error::from_err_ptr(unsafe {
+            bindings::dma_buf_map_attachment_unlocked(self.attach.as_ptr(), dir.into())
+        })?;
+        // INVARIANT: `sgt` is a mapping of this attachment in direction `dir`.
+        Ok(ImportMapping {
+            attachment: self,
+            // SAFETY: `from_err_ptr()` returned a valid pointer.
+            sgt: unsafe { NonNull::new_unchecked(sgt) },
+            dir,
+        })
+    }
+}
+
+impl Drop for ImportAttachment {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariants `attach` is an attachment of `dmabuf`; every mapping of
+        // it borrowed `self`, so none is left.
+        unsafe { bindings::dma_buf_detach(self.dmabuf.as_raw(), self.attach.as_ptr()) };
+    }
+}
+
+/// A DMA mapping of a dma-buf by an importer, see [`ImportAttachment::map`]; unmapped on drop.
+///
+/// # Invariants
+///
+/// `sgt` was returned by `dma_buf_map_attachment_unlocked()` for `attachment` and `dir`.
+pub struct ImportMapping<'a> {
+    attachment: &'a ImportAttachment,
+    sgt: NonNull<bindings::sg_table>,
+    dir: DataDirection,
+}
+
+/// A DMA segment of an [`ImportMapping`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaSegment {
+    /// The address the device uses.
+    pub dma_address: bindings::dma_addr_t,
+    /// The length in bytes.
+    pub len: u32,
+    /// Whether the address is a PCI bus address (peer-to-peer through a switch), not an address
+    /// translated by the DMA API (IOMMU or host bridge).
+    pub bus_address: bool,
+}
+
+impl ImportMapping<'_> {
+    /// Returns the DMA segments of the mapping.
+    pub fn segments(&self) -> Result<KVec<DmaSegment>> {
+        let mut segments = KVec::new();
+        // SAFETY: By the type invariants `sgt` is a valid, mapped table.
+        let (mut sg, nents) = unsafe { ((*self.sgt.as_ptr()).sgl, (*self.sgt.as_ptr()).nents) };
+        for _ in 0..nents {
+            if sg.is_null() {
+                break;
+            }
+            // SAFETY: `sg` is one of the table's first `nents` (DMA mapped) entries.
+            let segment = unsafe {
+                DmaSegment {
+                    dma_address: bindings::sg_dma_address(sg),
+                    len: bindings::sg_dma_len(sg),
+                    #[cfg(CONFIG_NEED_SG_DMA_FLAGS)]
+                    bus_address: (*sg).dma_flags & bindings::SG_DMA_BUS_ADDRESS != 0,
+                    #[cfg(not(CONFIG_NEED_SG_DMA_FLAGS))]
+                    bus_address: false,
+                }
+            };
+            segments.push(segment, GFP_KERNEL)?;
+            // SAFETY: `sg` is a valid entry of the table.
+            sg = unsafe { bindings::sg_next(sg) };
+        }
+        Ok(segments)
+    }
+}
+
+impl Drop for ImportMapping<'_> {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariants the table is a mapping of the attachment in `dir`; it is
+        // unmapped exactly once.
+        unsafe {
+            bindings::dma_buf_unmap_attachment_unlocked(
+                self.attachment.attach.as_ptr(),
+                self.sgt.as_ptr(),
+                self.dir.into(),
+            )
+        };
     }
 }
 

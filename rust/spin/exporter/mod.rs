@@ -16,6 +16,7 @@
 //!   suite `rust_spin_exporter`;
 //! - [`provider`]: a provider and its heap: allocation, the list of live buffers, revocation;
 //! - [`buffer`]: a buffer's dma-buf operations: attach/map for importers, mmap and fault;
+//! - [`import_check`]: a kernel importer in debugfs, for tests;
 //! - this file: finding providers (at init and through a PCI bus notifier).
 //!
 //! # Lifetimes
@@ -43,10 +44,13 @@
 //! acquired while it is held, except page table locks when pages are inserted.
 
 mod buffer;
+mod import_check;
 mod policy;
 mod provider;
 
+use import_check::ImportCheck;
 use kernel::{
+    debugfs::{Dir, File},
     device,
     dma_heap::Heap,
     new_mutex,
@@ -123,13 +127,19 @@ impl ProviderEvents for Registry {
 /// The exporter: follows the providers for as long as it lives.
 pub(crate) struct Exporter {
     _notifier: Pin<KBox<ProviderNotifier<Registry>>>,
+    // Dropped before the directory it is in.
+    _import_check: Pin<KBox<File<ImportCheck>>>,
+    _debugfs: Dir,
 }
 
 impl Exporter {
     /// Serves every PCI device that has published p2pdma memory, now and as drivers bind.
     pub(crate) fn new() -> Result<Self> {
+        let debugfs = Dir::new(c"spin_exporter");
         Ok(Self {
             _notifier: KBox::pin_init(ProviderNotifier::new(Registry::new()), GFP_KERNEL)?,
+            _import_check: KBox::pin_init(ImportCheck::create(&debugfs), GFP_KERNEL)?,
+            _debugfs: debugfs,
         })
     }
 }

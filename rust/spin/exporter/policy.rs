@@ -74,6 +74,20 @@ pub(crate) fn fault_window(
     Some(block_start.max(vma_first_pgoff)..block_end.min(vma_end))
 }
 
+/// Parses a request to the `import_check` debugfs file: `<dma-buf fd> <pci-bdf>`.
+pub(crate) fn parse_import_request(request: &[u8]) -> Result<(i32, &str)> {
+    let request = core::str::from_utf8(request).map_err(|_| EINVAL)?;
+    let mut words = request.split_ascii_whitespace();
+    let (Some(fd), Some(bdf), None) = (words.next(), words.next(), words.next()) else {
+        return Err(EINVAL);
+    };
+    let fd = fd.parse::<i32>().map_err(|_| EINVAL)?;
+    if fd < 0 {
+        return Err(EINVAL);
+    }
+    Ok((fd, bdf))
+}
+
 #[cfg(CONFIG_SPIN_KUNIT_TEST)]
 #[kunit_tests(rust_spin_exporter)]
 mod tests {
@@ -136,6 +150,23 @@ mod tests {
         assert_eq!(fault_window(10, 0, 100, 10, 512), None);
         assert_eq!(fault_window(0, 0, 1, 1, 0), None);
         assert_eq!(fault_window(0, usize::MAX, 2, 4, 512), None);
+    }
+
+    #[test]
+    fn import_requests() {
+        assert_eq!(
+            parse_import_request(b"3 0000:01:00.0\n"),
+            Ok((3, "0000:01:00.0"))
+        );
+        assert_eq!(
+            parse_import_request(b"  17\t0000:c1:00.1 "),
+            Ok((17, "0000:c1:00.1"))
+        );
+        assert_eq!(parse_import_request(b"3"), Err(EINVAL));
+        assert_eq!(parse_import_request(b"-1 0000:01:00.0"), Err(EINVAL));
+        assert_eq!(parse_import_request(b"x 0000:01:00.0"), Err(EINVAL));
+        assert_eq!(parse_import_request(b"3 0000:01:00.0 more"), Err(EINVAL));
+        assert_eq!(parse_import_request(b"3 \xff"), Err(EINVAL));
     }
 
     #[test]
