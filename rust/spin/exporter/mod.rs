@@ -82,15 +82,17 @@ impl Registry {
         let bdf = pdev.as_ref().name();
         let mut providers = self.providers.lock();
         if let Some(provider) = providers.iter().find(|provider| provider.is(pdev)) {
-            provider.bind(pdev);
-            pr_info!("spin: /dev/dma_heap/p2p-{}: provider bound again\n", bdf);
+            if provider.bind(pdev) {
+                pr_info!("spin: /dev/dma_heap/p2p-{}: provider bound again\n", bdf);
+            }
             return Ok(());
         }
 
         let name = policy::heap_name(bdf.to_str().map_err(|_| EINVAL)?)?;
         let provider = Provider::new(bdf)?;
         providers.reserve(1, GFP_KERNEL)?;
-        provider.bind(pdev);
+        // A new provider was unbound: nothing to report.
+        let _ = provider.bind(pdev);
         Heap::register(name, provider.clone())?;
         providers.push(provider, GFP_KERNEL)?;
         pr_info!(

@@ -73,8 +73,10 @@ impl Provider {
     }
 
     /// The provider's device is bound and has published p2pdma memory: serve allocations.
-    pub(super) fn bind(&self, pdev: &pci::Device) {
-        self.inner.lock().pdev = Some(pdev.into());
+    ///
+    /// Returns whether the provider was unbound before (a device may be reported twice).
+    pub(super) fn bind(&self, pdev: &pci::Device) -> bool {
+        self.inner.lock().pdev.replace(pdev.into()).is_none()
     }
 
     /// The provider's device is unbinding: revoke every buffer.
