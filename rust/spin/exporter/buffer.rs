@@ -145,7 +145,7 @@ impl dma_buf::Operations for Buffer {
             .is_none()
         {
             pr_debug!(
-                "spin: {}: refused importer {}: no peer-to-peer path\n",
+                "p2p-{}: refused importer {}: no peer-to-peer path\n",
                 self.provider.bdf(),
                 attachment.device().name()
             );

@@ -83,7 +83,7 @@ impl Registry {
         let mut providers = self.providers.lock();
         if let Some(provider) = providers.iter().find(|provider| provider.is(pdev)) {
             if provider.bind(pdev) {
-                pr_info!("spin: /dev/dma_heap/p2p-{}: provider bound again\n", bdf);
+                pr_info!("/dev/dma_heap/p2p-{}: provider bound again\n", bdf);
             }
             return Ok(());
         }
@@ -96,7 +96,7 @@ impl Registry {
         Heap::register(name, provider.clone())?;
         providers.push(provider, GFP_KERNEL)?;
         pr_info!(
-            "spin: /dev/dma_heap/p2p-{}: new heap for the p2pdma memory of {}\n",
+            "/dev/dma_heap/p2p-{}: new heap for the p2pdma memory of {}\n",
             bdf,
             bdf
         );
@@ -111,7 +111,7 @@ impl ProviderEvents for Registry {
         }
         if let Err(err) = self.add(pdev) {
             pr_err!(
-                "spin: no DMA-BUF heap for {}: error {}\n",
+                "no DMA-BUF heap for {}: error {}\n",
                 pdev.as_ref().name(),
                 err.to_errno()
             );

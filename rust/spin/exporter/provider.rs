@@ -126,7 +126,7 @@ impl Provider {
             drop(revoked.pages);
         }
         pr_info!(
-            "spin: p2p-{}: provider unbinding, {} buffer(s) revoked\n",
+            "p2p-{}: provider unbinding, {} buffer(s) revoked\n",
             self.bdf(),
             count
         );
