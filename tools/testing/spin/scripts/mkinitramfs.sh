@@ -37,6 +37,7 @@ add_bin /sbin/mkfs.xfs
 [ -f /etc/mke2fs.conf ] && add_file /etc/mke2fs.conf
 
 log "building the spin selftests from the kernel tree"
+mkdir -p "$BUILD/selftests"
 make -s -C "$KSRC/tools/testing/selftests/spin" OUTPUT="$BUILD/selftests" \
 	KHDR_INCLUDES="-isystem $KOBJ/usr/include"
 progs=$(make -s -C "$KSRC/tools/testing/selftests/spin" OUTPUT="$BUILD/selftests" \
