@@ -3,7 +3,7 @@
  * Fails on purpose. Only `make test-selfcheck` puts it into the guest, to
  * prove that a failing VM test turns the run red.
  */
-#include "../kselftest.h"
+#include "kselftest.h"
 
 int main(void)
 {
