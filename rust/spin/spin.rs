@@ -56,8 +56,8 @@ impl Drop for Spin {
     }
 }
 
-/// Fails on purpose. The default test run selects `kunit.filter_glob=rust_spin*` and so never
-/// runs it; `make test-selfcheck` selects `*spin*` to prove that a failing KUnit case turns the
+/// Fails on purpose. The default test run selects `kunit.filter_glob=rust_spin_*` and so never
+/// runs it; `make test-selfcheck` selects `*spin_*` to prove that a failing KUnit case turns the
 /// run red.
 #[cfg(CONFIG_SPIN_KUNIT_TEST)]
 #[kunit_tests(spin_selfcheck)]

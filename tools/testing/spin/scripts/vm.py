@@ -112,7 +112,7 @@ def main():
     p.add_argument("--summary", default=None, help="write the parsed result as JSON here")
     a = p.parse_args()
     if a.kunit_glob is None:
-        a.kunit_glob = "*spin*" if a.mode == "selfcheck" else "rust_spin*"
+        a.kunit_glob = "*spin_*" if a.mode == "selfcheck" else "rust_spin_*"
     out = os.path.abspath(a.out or os.path.join(BUILD, "vm", a.mode))
     os.makedirs(out, exist_ok=True)
     for f in ("console.log", "results.log"):
