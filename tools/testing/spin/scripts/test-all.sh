@@ -68,7 +68,7 @@ for s in $stages; do
 	selfcheck)
 		run_vm selfcheck
 		summary=$BUILD/vm/selfcheck/summary.json
-		want=("kunit/spin_selfcheck.deliberate_failure" "vm/selfcheck_fail")
+		want=("kunit/spin_selfcheck/deliberate_failure" "vm/selfcheck_fail")
 		ok=1
 		for w in "${want[@]}"; do
 			if /usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(not any(x.startswith(sys.argv[2]) for x in s["failures"]))' "$summary" "$w"; then
