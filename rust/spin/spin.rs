@@ -40,7 +40,7 @@ struct Spin {
 impl kernel::Module for Spin {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         pr_info!(
-            "spin: loaded (built-in: {}, page size {} bytes)\n",
+            "loaded (built-in: {}, page size {} bytes)\n",
             !cfg!(MODULE),
             kernel::page::PAGE_SIZE
         );

@@ -157,7 +157,8 @@ def main():
 
     def show(line):
         if a.mode == "demo":
-            print(line, flush=True)
+            if not line.startswith("@@ "):
+                print(line, flush=True)
         elif line.startswith("@@ tap ") or line.startswith("@@ kunit "):
             log(f"{time.time() - start:6.1f}s {line[3:]}")
 
@@ -187,8 +188,7 @@ def main():
     res = results_mod.parse(os.path.join(out, "results.log"),
                             os.path.join(out, "console.log"), a.mode,
                             timed_out=timed_out, timeout=a.timeout)
-    if a.mode != "demo":
-        res.report()
+    res.report()
     if a.summary:
         with open(a.summary, "w") as f:
             json.dump(res.as_dict(), f, indent=1)
