@@ -64,7 +64,7 @@ int main(void)
 	pid_t pid;
 
 	ksft_print_header();
-	ksft_set_plan(19);
+	ksft_set_plan(20);
 
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
