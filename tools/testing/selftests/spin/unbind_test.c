@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The provider goes away under its users: unbinding p2pdma_bar from the
+ * stand-in GPU while a buffer is mapped and O_DIRECT reads run into it. The
+ * exporter revokes (Documentation/spin/gpu-memory.rst): the mapping faults
+ * (SIGBUS, EFAULT for reads into it), new allocations and mmaps get ENODEV,
+ * in-flight I/O completes, nothing leaks, and a re-bind serves again. Then
+ * driver_override: p2pdma_bar refuses a device without a usable BAR and takes
+ * any device with a 64-bit prefetchable memory BAR (an NVMe CMB).
+ *
+ * Runs last: it unbinds and re-binds devices the other tests use.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/klog.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "spin_lib.h"
+
+#define MiB (1UL << 20)
+#define DRV "/sys/bus/pci/drivers/p2pdma_bar"
+
+static sigjmp_buf fault_jmp;
+
+static void on_sigbus(int sig)
+{
+	siglongjmp(fault_jmp, sig);
+}
+
+/* Did touching @p raise SIGBUS? */
+static int faults(volatile uint8_t *p)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus }, old;
+	int sig;
+
+	sigaction(SIGBUS, &sa, &old);
+	sig = sigsetjmp(fault_jmp, 1);
+	if (!sig)
+		(void)*p;
+	sigaction(SIGBUS, &old, NULL);
+	return sig == SIGBUS;
+}
+
+static int sysfs_write(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+static const char *bdf_of(const char *pcidir)
+{
+	return strrchr(pcidir, '/') + 1;
+}
+
+static int bound_to(const char *pcidir, const char *drv)
+{
+	char path[PATH_MAX + 16], target[PATH_MAX];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/driver", pcidir);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return drv == NULL;
+	target[n] = '\0';
+	return drv && !strcmp(strrchr(target, '/') + 1, drv);
+}
+
+static long long available(const char *pcidir)
+{
+	char path[PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/p2pmem/available", pcidir);
+	return spin_read_ll(path);
+}
+
+static int log_has(const char *needle)
+{
+	int len = klogctl(10, NULL, 0), found;
+	char *buf = calloc(1, len + 1);
+
+	found = buf && klogctl(3, buf, len) > 0 && strstr(buf, needle);
+	free(buf);
+	return found;
+}
+
+/* Move @pcidir from its driver to @drv with driver_override; "" restores @back. */
+static int rebind(const char *pcidir, const char *drv, const char *back)
+{
+	char path[PATH_MAX + 64];
+	const char *bdf = bdf_of(pcidir);
+
+	snprintf(path, sizeof(path), "%s/driver/unbind", pcidir);
+	if (!access(path, W_OK) && sysfs_write(path, bdf))
+		return -1;
+	snprintf(path, sizeof(path), "%s/driver_override", pcidir);
+	if (sysfs_write(path, drv[0] ? drv : "\n"))
+		return -1;
+	snprintf(path, sizeof(path), "/sys/bus/pci/drivers/%s/bind", drv[0] ? drv : back);
+	return sysfs_write(path, bdf);
+}
+
+/* Wait up to 10 s for the namespace of the NVMe device with @serial. */
+static int nvme_back(const char *serial)
+{
+	char dev[64];
+
+	for (int i = 0; i < 100; i++) {
+		if (!spin_nvme_blockdev(serial, dev, sizeof(dev)))
+			return 1;
+		usleep(100000);
+	}
+	return 0;
+}
+
+int main(void)
+{
+	char gpu[PATH_MAX], dev0[64], nvme0[PATH_MAX], nvme1[PATH_MAX], path[PATH_MAX + 32];
+	long long avail0, full;
+	int heap, buf, fd2, io, status, ret;
+	uint8_t *p, *q;
+	pid_t pid;
+	struct timespec t0, t1;
+
+	ksft_print_header();
+	ksft_set_plan(15);
+	if (spin_gpu_find(gpu, sizeof(gpu)) ||
+	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
+	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
+	    spin_nvme_pcidir(SPIN_NVME1_SERIAL, nvme1, sizeof(nvme1)))
+		ksft_exit_fail_msg("rig devices not found\n");
+	if (!bound_to(gpu, "p2pdma_bar"))
+		ksft_exit_fail_msg("the stand-in GPU is not bound to p2pdma_bar\n");
+
+	heap = spin_heap_open(gpu);
+	avail0 = available(gpu);
+	buf = spin_heap_alloc(heap, 16 * MiB, O_RDWR | O_CLOEXEC, 0);
+	p = buf < 0 ? MAP_FAILED : mmap(NULL, 16 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	ksft_test_result(p != MAP_FAILED, "16 MiB of GPU memory mapped\n");
+	if (p == MAP_FAILED)
+		ksft_exit_fail_msg("no GPU memory: %s\n", strerror(errno));
+	memset(p, 0x5a, 16 * MiB);
+
+	/* O_DIRECT reads into the buffer, in a child, while the provider goes away. */
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(dev0, O_RDONLY | O_DIRECT), ok = 0, efault = 0, other = 0;
+
+		for (int i = 0; i < 2000; i++) {
+			ssize_t n = pread(fd, p + (i % 4) * 4 * MiB, 4 * MiB, 0);
+
+			if (n == (ssize_t)(4 * MiB))
+				ok++;
+			else if (n < 0 && errno == EFAULT)
+				efault++;
+			else
+				other++;
+			if (efault > 3)
+				break;
+		}
+		printf("# reader: %d full reads, %d EFAULT, %d other\n", ok, efault, other);
+		_exit(ok > 0 && efault > 0 && other == 0 ? 0 : 1);
+	}
+	usleep(300000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = sysfs_write(DRV "/unbind", bdf_of(gpu));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ksft_test_result(!ret && bound_to(gpu, NULL),
+			 "unbind p2pdma_bar under a mapping and O_DIRECT I/O: %s, %.0f ms\n",
+			 strerror(-ret), (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+	waitpid(pid, &status, 0);
+	ksft_test_result(WIFEXITED(status) && !WEXITSTATUS(status),
+			 "in-flight reads completed, later ones got EFAULT, nothing else\n");
+
+	ksft_test_result(faults(p) && faults(p + 16 * MiB - 1), "the revoked mapping raises SIGBUS\n");
+	io = open(dev0, O_RDONLY);
+	ret = pread(io, p, 4096, 0);
+	ksft_test_result(ret == -1 && errno == EFAULT, "buffered pread into it: EFAULT\n");
+	close(io);
+	ret = spin_heap_alloc(heap, MiB, O_RDWR, 0);
+	ksft_test_result(ret == -ENODEV, "allocation from the heap: %s\n",
+			 strerror(ret < 0 ? -ret : 0));
+	q = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	ksft_test_result(q == MAP_FAILED && errno == ENODEV, "mmap of the revoked buffer: ENODEV\n");
+
+	/* Bind again: a fresh pool, the same heap. */
+	ret = sysfs_write(DRV "/bind", bdf_of(gpu));
+	full = available(gpu);
+	fd2 = spin_heap_alloc(heap, 8 * MiB, O_RDWR, 0);
+	ksft_test_result(!ret && fd2 >= 0 && available(gpu) == full - 8 * (long long)MiB,
+			 "re-bind: the heap allocates again (%lld bytes in the pool)\n", full);
+	if (fd2 >= 0)
+		close(fd2);
+	munmap(p, 16 * MiB);
+	close(buf);
+	ksft_test_result(available(gpu) == full && full == avail0,
+			 "nothing leaked: %lld available, %lld before the unbind\n", available(gpu),
+			 avail0);
+	close(heap);
+
+	/* driver_override: no usable BAR on spin-nvme0 (its BAR0 is not prefetchable). */
+	ret = rebind(nvme0, "p2pdma_bar", "nvme");
+	ksft_test_result(!bound_to(nvme0, "p2pdma_bar") && log_has("no usable BAR"),
+			 "p2pdma_bar refuses %s: not bound, says why\n", bdf_of(nvme0));
+	ret = rebind(nvme0, "", "nvme");
+	ksft_test_result(!ret && bound_to(nvme0, "nvme") && nvme_back(SPIN_NVME0_SERIAL),
+			 "%s back on nvme\n", bdf_of(nvme0));
+
+	/* ... but it takes spin-nvme1's CMB: a 64-bit prefetchable memory BAR. */
+	ret = rebind(nvme1, "p2pdma_bar", "nvme");
+	heap = spin_heap_open(nvme1);
+	fd2 = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR, 0);
+	ksft_test_result(!ret && bound_to(nvme1, "p2pdma_bar") && available(nvme1) > 0,
+			 "driver_override: p2pdma_bar publishes %s's CMB (%lld bytes)\n",
+			 bdf_of(nvme1), available(nvme1));
+	ksft_test_result(fd2 >= 0, "and its heap allocates from it\n");
+	if (fd2 >= 0)
+		close(fd2);
+	if (heap >= 0)
+		close(heap);
+	ret = rebind(nvme1, "", "nvme");
+	ksft_test_result(!ret && bound_to(nvme1, "nvme") && nvme_back(SPIN_NVME1_SERIAL),
+			 "%s back on nvme\n", bdf_of(nvme1));
+	snprintf(path, sizeof(path), "%s/p2pmem/available", nvme1);
+	ksft_test_result(spin_read_ll(path) > 0, "its CMB is p2pmem again (%lld bytes)\n",
+			 spin_read_ll(path));
+	ksft_finished();
+}
