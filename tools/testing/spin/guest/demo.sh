@@ -2,6 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 # The `make run` demo, in the guest. Output goes to the host's terminal.
 sysattr() { cat "$1" 2>/dev/null || echo "?"; }
+nvme_dev() { # the namespace of the NVMe device with serial $1
+	for b in /sys/block/nvme*; do
+		[ -e "/dev/${b##*/}" ] && [ "$(sysattr "$b/device/serial")" = "$1" ] && echo "/dev/${b##*/}"
+	done
+}
 
 echo "==== spin demo: $(uname -r) ===="
 echo
@@ -27,3 +32,22 @@ echo "-- rig checks (devices, switch, host-side GPU agent)"
 echo
 echo "-- upstream p2pdma: O_DIRECT between the NVMe namespace and the other controller's CMB"
 /spin/tests/p2pdma_nvme_test | sed 's/^/   /'
+
+echo
+echo "-- GPU memory as a dma-buf: an unmodified pread() from NVMe into it"
+dev=$(nvme_dev spin-nvme0)
+mkdir -p /mnt/demo
+mkfs.ext4 -q -F "$dev" && mount -t ext4 "$dev" /mnt/demo
+dd if=/dev/urandom of=/mnt/demo/data bs=1M count=48 2>/dev/null
+sync
+echo 3 > /proc/sys/vm/drop_caches
+echo "   a 48 MiB file of random bytes on ext4 on $dev (spin-nvme0); the page cache dropped"
+gpu_pread /mnt/demo/data > /tmp/gpu_pread.out 2>&1
+rc=$?
+sed 's/^/   /' /tmp/gpu_pread.out
+if [ $rc = 0 ]; then
+	echo "ok - the GPU holds exactly the file's bytes"
+else
+	echo "not ok - the GPU memory does not hold the file's bytes"
+fi
+umount /mnt/demo

@@ -40,10 +40,16 @@ log "building the spin selftests from the kernel tree"
 mkdir -p "$BUILD/selftests"
 make -s -C "$KSRC/tools/testing/selftests/spin" OUTPUT="$BUILD/selftests" \
 	KHDR_INCLUDES="-isystem $KOBJ/usr/include"
-progs=$(make -s -C "$KSRC/tools/testing/selftests/spin" OUTPUT="$BUILD/selftests" \
-	KHDR_INCLUDES="-isystem $KOBJ/usr/include" -f Makefile -f - <<<'print-progs: ; @echo $(TEST_GEN_PROGS)' print-progs)
-for p in $progs; do
+selftest_var() {
+	make -s -C "$KSRC/tools/testing/selftests/spin" OUTPUT="$BUILD/selftests" \
+		KHDR_INCLUDES="-isystem $KOBJ/usr/include" -f Makefile -f - print <<<"print: ; @echo \$($1)"
+}
+mkdir -p "$stage/spin/bin"
+for p in $(selftest_var TEST_GEN_PROGS); do
 	cp "$p" "$stage/spin/tests/"
+done
+for p in $(selftest_var TEST_GEN_FILES); do
+	cp "$p" "$stage/spin/bin/"
 done
 gcc -O2 -Wall -static -I"$KSRC/tools/testing/selftests" -o "$stage/spin/selfcheck/selfcheck_fail" \
 	"$guest/selfcheck_fail.c"
