@@ -37,13 +37,14 @@ int main(void)
 {
 	char nvme0[PATH_MAX], nvme1[PATH_MAX], gpu[PATH_MAX], dev0[64], dev1[64];
 	char up0[PATH_MAX], up1[PATH_MAX], upg[PATH_MAX], path[PATH_MAX + 32];
+	char nvme2[PATH_MAX], up2[PATH_MAX], dev2[64], vblk[64];
 	char reply[128];
 	size_t size = 0;
 	uint8_t *bar;
 	ssize_t bad;
 
 	ksft_print_header();
-	ksft_set_plan(10);
+	ksft_set_plan(12);
 
 	ksft_test_result(!spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) &&
 			 !spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)),
@@ -60,6 +61,13 @@ int main(void)
 	ksft_print_msg("switch upstream port: %s\n", up0);
 	ksft_test_result(!strcmp(up0, up1) && !strcmp(up0, upg),
 			 "both NVMe and the GPU sit under one PCIe switch\n");
+
+	ksft_test_result(!spin_nvme_pcidir(SPIN_NVME2_SERIAL, nvme2, sizeof(nvme2)) &&
+			 !spin_nvme_blockdev(SPIN_NVME2_SERIAL, dev2, sizeof(dev2)) &&
+			 !spin_pci_upstream(nvme2, up2, sizeof(up2)) && strcmp(up2, up0),
+			 "nvme %s found (%s), outside the switch\n", SPIN_NVME2_SERIAL, dev2);
+	ksft_test_result(!spin_virtio_blockdev(SPIN_VBLK_SERIAL, vblk, sizeof(vblk)),
+			 "virtio-blk %s found (%s)\n", SPIN_VBLK_SERIAL, vblk);
 
 	snprintf(path, sizeof(path), "%s/p2pmem/available", nvme1);
 	ksft_test_result(spin_read_ll(path) > 0,

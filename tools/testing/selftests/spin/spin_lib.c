@@ -100,6 +100,30 @@ int spin_nvme_blockdev(const char *serial, char *dev, size_t len)
 	return ret;
 }
 
+/* The block device of the virtio-blk disk with @serial. */
+int spin_virtio_blockdev(const char *serial, char *dev, size_t len)
+{
+	DIR *d = opendir("/sys/block");
+	struct dirent *e;
+	char path[PATH_MAX], buf[128];
+	int ret = -ENODEV;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "vd", 2))
+			continue;
+		snprintf(path, sizeof(path), "/sys/block/%s/serial", e->d_name);
+		if (spin_read_file(path, buf, sizeof(buf)) || strcmp(buf, serial))
+			continue;
+		snprintf(dev, len, "/dev/%s", e->d_name);
+		ret = 0;
+		break;
+	}
+	closedir(d);
+	return ret;
+}
+
 /* The sysfs directory of the PCI function of the NVMe controller with @serial. */
 int spin_nvme_pcidir(const char *serial, char *dir, size_t len)
 {

@@ -13,6 +13,8 @@
 
 #define SPIN_NVME0_SERIAL "spin-nvme0"	/* data disk */
 #define SPIN_NVME1_SERIAL "spin-nvme1"	/* data disk with a 64 MiB CMB */
+#define SPIN_NVME2_SERIAL "spin-nvme2"	/* outside the switch: no P2P path to the GPU */
+#define SPIN_VBLK_SERIAL "spin-vblk"	/* virtio-blk: a queue without P2PDMA */
 #define SPIN_GPU_VENDOR 0x1af4		/* ivshmem-plain: the stand-in GPU */
 #define SPIN_GPU_DEVICE 0x1110
 #define SPIN_GPU_BAR 2
@@ -22,6 +24,7 @@ long long spin_read_ll(const char *path);
 
 int spin_nvme_ctrl(const char *serial, char *ctrl, size_t len);
 int spin_nvme_blockdev(const char *serial, char *dev, size_t len);
+int spin_virtio_blockdev(const char *serial, char *dev, size_t len);
 int spin_nvme_pcidir(const char *serial, char *dir, size_t len);
 int spin_pci_find(unsigned int vendor, unsigned int device, char *dir, size_t len);
 int spin_pci_upstream(const char *pcidir, char *up, size_t len);

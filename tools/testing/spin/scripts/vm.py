@@ -6,6 +6,8 @@ Machine: q35, 2 vCPUs, a PCIe switch (pcie-root-port -> x3130-upstream -> xio313
 ports) holding two file-backed NVMe controllers (serial spin-nvme0; spin-nvme1 with a 64 MiB
 CMB) and an ivshmem-plain device whose memory is a host file under /dev/shm: the stand-in
 GPU BAR. p2pdma needs the switch: devices on the flat q35 bus do not share an upstream bridge.
+Outside the switch, on the root bus: NVMe spin-nvme2 (P2P-capable queue, but no P2P path to
+the GPU) and virtio-blk spin-vblk (a queue without P2P): the cases where spin must fall back.
 
 Serial ports: ttyS0 is the console (console.log), ttyS1 the results channel (results.log),
 ttyS2 the GPU agent: a host-side helper that reads and writes the stand-in GPU memory from the
@@ -67,6 +69,14 @@ def qemu_args(a, out, shm, sock):
         "-drive", f"file={out}/nvme1.img,if=none,id=nvm1,format=raw,cache=none,aio=threads"
         + throttle,
         "-device", "nvme,serial=spin-nvme1,drive=nvm1,bus=dp1,cmb_size_mb=64",
+        # Outside the switch, on the root bus: an NVMe that p2pdma_distance() refuses, and a
+        # virtio disk whose queue lacks BLK_FEAT_PCI_P2PDMA (the router's fallbacks).
+        "-drive", f"file={out}/nvme2.img,if=none,id=nvm2,format=raw,cache=none,aio=threads"
+        + throttle,
+        "-device", "nvme,serial=spin-nvme2,drive=nvm2,bus=pcie.0",
+        "-drive", f"file={out}/vblk.img,if=none,id=vblk,format=raw,cache=none,aio=threads"
+        + throttle,
+        "-device", "virtio-blk-pci,serial=spin-vblk,drive=vblk,bus=pcie.0",
         "-object", f"memory-backend-file,id=gpumem,share=on,mem-path={shm},"
                    f"size={a.gpu_mib}M",
         "-device", "ivshmem-plain,memdev=gpumem,bus=dp2",
@@ -118,10 +128,10 @@ def main():
     for f in ("console.log", "results.log"):
         if os.path.exists(os.path.join(out, f)):
             os.unlink(os.path.join(out, f))
-    for i in range(2):
-        img = os.path.join(out, f"nvme{i}.img")
-        with open(img, "wb") as f:
-            f.truncate(a.nvme_mib << 20)
+    for name, mib in (("nvme0", a.nvme_mib), ("nvme1", a.nvme_mib), ("nvme2", 512),
+                      ("vblk", 512)):
+        with open(os.path.join(out, f"{name}.img"), "wb") as f:
+            f.truncate(mib << 20)
     for f in (a.kernel, a.initrd):
         if not os.path.exists(f):
             sys.exit(f"[vm] ERROR: {f} missing: run 'make initramfs' first")
