@@ -24,12 +24,12 @@ export BUILD KSRC KOBJ
 # VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core series series-check export clean distclean
+	test-selfcheck bench-core bench-gpumem series series-check export clean distclean
 
 help:
 	@sed -n '/^## /s/^## //p' README.md 2>/dev/null | head -40 || true
 	@echo "targets: run test setup tree apply kernel initramfs test-core test-vm test-selfcheck"
-	@echo "         bench-core series series-check export clean distclean"
+	@echo "         bench-core bench-gpumem series series-check export clean distclean"
 
 ## setup: install the toolchain, QEMU and the kernel source package (root, idempotent)
 setup:
@@ -73,6 +73,13 @@ test-selfcheck: tree
 bench-core: setup
 	@cargo run --release --manifest-path $(CORE) --bin spin-sim -- --out $(BUILD)/bench-core
 	@$(PY) $(REPO)/tools/testing/spin/core/plot.py $(BUILD)/bench-core
+
+## bench-gpumem: struct page cost, O_DIRECT into GPU vs host memory, mapping type (one guest run)
+bench-gpumem: tree
+	@$(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(PY) $(SCRIPTS)/vm.py --mode bench \
+		--bench gpumem_bench --out $(BUILD)/bench-gpumem'
+	@grep -v '^@@' $(BUILD)/bench-gpumem/results.log | tr -d '\r' > $(BUILD)/bench-gpumem/summary.md
+	@echo "[bench] report: $(BUILD)/bench-gpumem/summary.md"
 
 ## series: emit the patch series with a cover letter into build/series
 series: tree

@@ -24,6 +24,11 @@ shell)
 	setsid cttyhack sh
 	finish
 	;;
+bench)
+	bench=$(sed -n 's/.*spintest\.bench=\([a-z_]*\).*/\1/p' /proc/cmdline)
+	"/spin/bench/$bench" >&3 2>&1
+	finish
+	;;
 esac
 
 # KUnit ran at boot (built-in suites, kunit.filter_glob on the command line).

@@ -53,6 +53,12 @@ for p in $(selftest_var TEST_GEN_FILES); do
 done
 gcc -O2 -Wall -static -I"$KSRC/tools/testing/selftests" -o "$stage/spin/selfcheck/selfcheck_fail" \
 	"$guest/selfcheck_fail.c"
+# Benchmarks (vm.py --mode bench), built against the selftests' helper library.
+mkdir -p "$stage/spin/bench"
+for b in "$here"/../bench/*.c; do
+	gcc -O2 -Wall -static -isystem "$KOBJ/usr/include" -I"$KSRC/tools/testing/selftests/spin" \
+		-o "$stage/spin/bench/$(basename "$b" .c)" "$b" "$KSRC/tools/testing/selftests/spin/spin_lib.c"
+done
 
 cp "$guest/init" "$stage/init"
 cp "$guest/run.sh" "$guest/demo.sh" "$stage/spin/"

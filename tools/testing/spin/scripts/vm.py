@@ -46,6 +46,8 @@ def qemu_args(a, out, shm, sock):
         throttle += f",throttling.iops-total={a.iops}"
     cmdline = ["console=ttyS0", "panic=-1", "oops=panic", "loglevel=6",
                f"spintest.mode={a.mode}", f"kunit.filter_glob={a.kunit_glob}"]
+    if a.bench:
+        cmdline.append(f"spintest.bench={a.bench}")
     if a.append:
         cmdline.append(a.append)
     args = [
@@ -105,7 +107,9 @@ def tail(path, stop, printer):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=["test", "demo", "selfcheck", "shell"], default="test")
+    p.add_argument("--mode", choices=["test", "demo", "selfcheck", "shell", "bench"],
+                   default="test")
+    p.add_argument("--bench", default="", help="with --mode bench: a program in /spin/bench")
     p.add_argument("--kernel", default=os.path.join(KOBJ, "arch/x86/boot/bzImage"))
     p.add_argument("--initrd", default=os.path.join(BUILD, "initramfs.cpio"))
     p.add_argument("--out", default=None, help="run directory (default build/vm/<mode>)")
@@ -166,7 +170,7 @@ def main():
     stop = threading.Event()
 
     def show(line):
-        if a.mode == "demo":
+        if a.mode in ("demo", "bench"):
             if not line.startswith("@@ "):
                 print(line, flush=True)
         elif line.startswith("@@ tap ") or line.startswith("@@ kunit "):
@@ -196,7 +200,8 @@ def main():
         f"{', killed by the watchdog' if timed_out else ''})")
 
     res = results_mod.parse(os.path.join(out, "results.log"),
-                            os.path.join(out, "console.log"), a.mode,
+                            os.path.join(out, "console.log"),
+                            "demo" if a.mode == "bench" else a.mode,
                             timed_out=timed_out, timeout=a.timeout)
     res.report()
     if a.summary:
