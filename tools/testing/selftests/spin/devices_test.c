@@ -98,7 +98,8 @@ int main(void)
 	/* Host writes its file, guest checks what the BAR shows. */
 	spin_agent(reply, sizeof(reply), "FILL %d %d 9", 8 << 20, 1 << 20);
 	bad = spin_pattern_check(bar + (8 << 20), 8 << 20, 1 << 20, 9);
-	ksft_test_result(bad < 0, "host write into GPU memory is seen by the guest (first bad %zd)\n",
+	ksft_test_result(bad < 0,
+			 "host write into GPU memory is seen by the guest (first bad %zd)\n",
 			 bad);
 
 	munmap(bar, size);

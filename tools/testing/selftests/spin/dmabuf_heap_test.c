@@ -21,11 +21,11 @@
 #include "../kselftest.h"
 #include "spin_lib.h"
 
-#define MiB (1UL << 20)
+#define MiB (1024UL * 1024)
 
 static char gpu[PATH_MAX];
 
-static long long available(void)
+static long long p2pmem_available(void)
 {
 	char path[PATH_MAX + 32];
 
@@ -71,7 +71,7 @@ int main(void)
 	heap = spin_heap_open(gpu);
 	if (heap < 0)
 		ksft_exit_fail_msg("no dma-buf heap for %s: %s\n", gpu, strerror(errno));
-	avail0 = available();
+	avail0 = p2pmem_available();
 	ksft_print_msg("GPU %s: %lld bytes of p2pmem available\n", gpu, avail0);
 
 	/* 1-3: allocate, map, CPU stores reach GPU memory, GPU writes reach the CPU. */
@@ -110,7 +110,8 @@ int main(void)
 	q = map(fd, MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE, 0);
 	ksft_test_result(q == MAP_FAILED && errno == EINVAL, "MAP_PRIVATE: EINVAL\n");
 	part = map(fd, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, MiB);
-	ksft_test_result(part != MAP_FAILED && spin_virt_to_phys(part) == spin_virt_to_phys(p + MiB) &&
+	ksft_test_result(part != MAP_FAILED &&
+			 spin_virt_to_phys(part) == spin_virt_to_phys(p + MiB) &&
 			 spin_pattern_check(part, 0, MiB, 12) < 0,
 			 "mmap at offset 1 MiB maps that part of the buffer\n");
 	if (part != MAP_FAILED)
@@ -120,7 +121,7 @@ int main(void)
 	close(fd);
 	spin_pattern_fill(p, 0, 4 * MiB, 13);
 	ret = spin_gpu_check(gpu, p, 4 * MiB, 13, 0, why, sizeof(why));
-	ksft_test_result(!ret && available() == avail0 - 4 * (long long)MiB,
+	ksft_test_result(!ret && p2pmem_available() == avail0 - 4 * (long long)MiB,
 			 "fd closed while mapped: mapping valid, memory still held (%s)\n", why);
 
 	/* 12: fork: the child writes through the inherited mapping. */
@@ -145,12 +146,14 @@ int main(void)
 		munmap(q, MiB);
 	close(fd2);
 	n = pread(file, q, 4096, 0);
-	ksft_test_result(n == (size_t)-1 && errno == EFAULT, "pread into an unmapped range: EFAULT\n");
+	ksft_test_result(n == (size_t)-1 && errno == EFAULT,
+			 "pread into an unmapped range: EFAULT\n");
 
 	/* 15: buffered pread into GPU memory returns the file's bytes (a CPU copy). */
 	n = pread(file, p, MiB, 0);
 	ret = spin_gpu_check(gpu, p, MiB, 15, 0, why, sizeof(why));
-	ksft_test_result(n == MiB && !ret, "buffered pread into GPU memory: %zd bytes (%s)\n", n, why);
+	ksft_test_result(n == MiB && !ret, "buffered pread into GPU memory: %zd bytes (%s)\n",
+			 n, why);
 
 	/* 16: one iovec in host memory, one in GPU memory. */
 	{
@@ -167,8 +170,9 @@ int main(void)
 
 	/* 17: the last mapping gone: the memory returns to the provider. */
 	munmap(p, 4 * MiB);
-	ksft_test_result(available() == avail0, "all memory back after the last munmap (%lld)\n",
-			 available());
+	ksft_test_result(p2pmem_available() == avail0,
+			 "all memory back after the last munmap (%lld)\n",
+			 p2pmem_available());
 
 	/* 18-19: exhausting the BAR, then freeing everything. */
 	{
@@ -180,14 +184,16 @@ int main(void)
 				break;
 			fds[nfds++] = ret;
 		}
-		avail = available();
+		avail = p2pmem_available();
 		ksft_test_result(ret == -ENOMEM && avail < (long long)(16 * MiB),
-				 "exhaustion: ENOMEM after %d x 16 MiB (%lld bytes left)\n", nfds, avail);
+				 "exhaustion: ENOMEM after %d x 16 MiB (%lld bytes left)\n",
+				 nfds, avail);
 		while (nfds)
 			close(fds[--nfds]);
 	}
-	ksft_test_result(available() == avail0, "nothing leaked: %lld available, %lld at start\n",
-			 available(), avail0);
+	ksft_test_result(p2pmem_available() == avail0,
+			 "nothing leaked: %lld available, %lld at start\n",
+			 p2pmem_available(), avail0);
 	close(heap);
 	ksft_finished();
 }

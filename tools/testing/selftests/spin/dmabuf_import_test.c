@@ -19,7 +19,7 @@
 #include "spin_lib.h"
 
 #define CHECK "/sys/kernel/debug/spin_exporter/import_check"
-#define MiB (1UL << 20)
+#define MiB (1024UL * 1024)
 
 /* Ask the test importer; 0 or -errno of the write. @result gets what it recorded. */
 static int import(const char *request, char *result, size_t len)

@@ -22,11 +22,14 @@
 #include "../kselftest.h"
 #include "spin_lib.h"
 
-#define MiB (1UL << 20)
+#define MiB (1024UL * 1024)
 #define BUF_LEN (80 * MiB)
 #define DATA_LEN (80 * MiB)
 
 static char gpu[PATH_MAX];
+
+static const char fio_job[] = "--name=gpu --filename=/mnt/ext4/fio.dat --size=32M --bs=1M";
+static const char fio_verify[] = "--rw=write --direct=1 --verify=crc32c --verify_fatal=1";
 
 static const size_t sizes[] = { 4096, 65536, MiB, 8 * MiB, 64 * MiB };
 static const size_t buf_offs[] = { 0, 3 * 4096, MiB + 4096 };
@@ -45,13 +48,13 @@ static void write_pattern(int fd, uint64_t seed)
 	free(buf);
 }
 
-static void drop_caches(void)
+static void drop_page_cache(void)
 {
 	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
 
 	if (fd >= 0) {
 		if (write(fd, "3", 1) != 1)
-			ksft_print_msg("drop_caches: %s\n", strerror(errno));
+			ksft_print_msg("dropping the page cache: %s\n", strerror(errno));
 		close(fd);
 	}
 }
@@ -62,9 +65,9 @@ static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t see
 	int bad = 0, runs = 0;
 	char why[256] = "ok";
 
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-		for (size_t b = 0; b < sizeof(buf_offs) / sizeof(buf_offs[0]); b++)
-			for (size_t f = 0; f < sizeof(file_offs) / sizeof(file_offs[0]); f++) {
+	for (size_t s = 0; s < ARRAY_SIZE(sizes); s++)
+		for (size_t b = 0; b < ARRAY_SIZE(buf_offs); b++)
+			for (size_t f = 0; f < ARRAY_SIZE(file_offs); f++) {
 				size_t len = sizes[s];
 				ssize_t got;
 
@@ -73,8 +76,9 @@ static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t see
 				runs++;
 				got = pread(fd, gpu_buf + buf_offs[b], len, file_offs[f]);
 				if (got != (ssize_t)len) {
-					snprintf(why, sizeof(why), "%zu B @%lld: pread %zd (%s)", len,
-						 (long long)file_offs[f], got, strerror(errno));
+					snprintf(why, sizeof(why), "%zu B @%lld: pread %zd (%s)",
+						 len, (long long)file_offs[f], got,
+						 strerror(errno));
 					bad++;
 					continue;
 				}
@@ -82,7 +86,8 @@ static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t see
 						   file_offs[f], why, sizeof(why)))
 					bad++;
 			}
-	ksft_test_result(!bad, "%s: O_DIRECT pread into GPU memory, %d reads 4 KiB..64 MiB, %d bad (%s)\n",
+	ksft_test_result(!bad,
+			 "%s: O_DIRECT pread into GPU memory, %d reads 4 KiB..64 MiB, %d bad (%s)\n",
 			 what, runs, bad, why);
 }
 
@@ -98,7 +103,7 @@ static void write_back(const char *what, int fd, uint8_t *gpu_buf)
 		bad = spin_pattern_check(host, off, 8 * MiB, 41);
 	}
 	ksft_test_result(put == (ssize_t)(8 * MiB) && got == put && bad == -1,
-			 "%s: O_DIRECT pwrite of 8 MiB out of GPU memory reads back (%zd, %zd, %zd)\n",
+			 "%s: O_DIRECT pwrite of 8 MiB from GPU memory reads back (%zd, %zd, %zd)\n",
 			 what, put, got, bad);
 	free(host);
 }
@@ -126,7 +131,7 @@ static int fs_file(const char *mkfs, const char *type, const char *dev, const ch
 		ksft_exit_fail_msg("%s: %s\n", path, strerror(errno));
 	write_pattern(fd, 32);
 	close(fd);
-	drop_caches();
+	drop_page_cache();
 	return open(path, O_RDWR | O_DIRECT);
 }
 
@@ -174,7 +179,8 @@ int main(void)
 	n = pread(fd, p + 4096, 3 * MiB + 5, 12345);
 	ksft_test_result(n == (ssize_t)(3 * MiB + 5) &&
 			 !spin_gpu_check(gpu, p + 4096, n, 32, 12345, why, sizeof(why)),
-			 "xfs: buffered pread of 3 MiB + 5 B at an odd offset into GPU memory (%s)\n", why);
+			 "xfs: buffered pread of 3 MiB + 5 B at an odd offset into GPU memory (%s)\n",
+			 why);
 	close(fd);
 	munmap(p, BUF_LEN);
 	close(buf);
@@ -195,10 +201,8 @@ int main(void)
 		close(buf);
 
 	/* fio writes and verifies (crc32c) with its buffers in GPU memory. */
-	snprintf(cmd, sizeof(cmd),
-		 "fio --name=gpu --filename=/mnt/ext4/fio.dat --size=32M --bs=1M --rw=write "
-		 "--direct=1 --ioengine=psync --iomem=mmapshared:%s --verify=crc32c "
-		 "--do_verify=1 --verify_fatal=1 >/tmp/fio.log 2>&1", path);
+	snprintf(cmd, sizeof(cmd), "fio %s --iomem=mmapshared:%s %s >/tmp/fio.log 2>&1", fio_job,
+		 path, fio_verify);
 	ksft_test_result(run(cmd) == 0, "fio --iomem=mmapshared:p2pmem/allocate, verify=crc32c\n");
 	if (run("grep -q 'err= 0' /tmp/fio.log") != 0)
 		run("cat /tmp/fio.log >&2");

@@ -26,7 +26,7 @@
 
 #include "spin_lib.h"
 
-#define MiB (1UL << 20)
+#define MiB (1024UL * 1024)
 
 static double now(void)
 {

@@ -35,7 +35,8 @@ static const struct {
 int main(void)
 {
 	char dev[64], pcidir[PATH_MAX], path[PATH_MAX + 32];
-	size_t n = sizeof(cases) / sizeof(cases[0]);
+	size_t n = ARRAY_SIZE(cases);
+	const char *what;
 	uint8_t *host, *p2p;
 	long long avail;
 	int fd, pfd;
@@ -79,10 +80,11 @@ int main(void)
 		if (got == (ssize_t)cases[i].len)
 			bad = spin_pattern_check(p2p + cases[i].buf_off, cases[i].disk_off,
 						 cases[i].len, 1);
+		what = got < 0 ? strerror(errno) : "ok";
 		ksft_test_result(bad == -1,
 				 "O_DIRECT pread %zu B @%lld into p2pmem+%zu: %zd (%s), first bad %zd\n",
 				 cases[i].len, (long long)cases[i].disk_off, cases[i].buf_off,
-				 got, got < 0 ? strerror(errno) : "ok", bad);
+				 got, what, bad);
 	}
 
 	/* And back: O_DIRECT pwrite out of p2pmem, read back into host memory. */
@@ -96,10 +98,10 @@ int main(void)
 		if (put == (ssize_t)cases[i].len &&
 		    pread(fd, host, cases[i].len, out) == (ssize_t)cases[i].len)
 			bad = spin_pattern_check(host, out, cases[i].len, 2);
+		what = put < 0 ? strerror(errno) : "ok";
 		ksft_test_result(bad == -1,
 				 "O_DIRECT pwrite %zu B from p2pmem+%zu @%lld: %zd (%s), first bad %zd\n",
-				 cases[i].len, cases[i].buf_off, (long long)out, put,
-				 put < 0 ? strerror(errno) : "ok", bad);
+				 cases[i].len, cases[i].buf_off, (long long)out, put, what, bad);
 	}
 
 	munmap(p2p, P2P_LEN);

@@ -239,7 +239,7 @@ void spin_pattern_fill(void *buf, uint64_t off, size_t len, uint64_t seed)
 /* Index of the first byte of @buf that differs from the pattern, or -1. */
 ssize_t spin_pattern_check(const void *buf, uint64_t off, size_t len, uint64_t seed)
 {
-	const volatile uint8_t *p = buf;
+	const uint8_t *p = buf;
 
 	for (size_t i = 0; i < len; i++)
 		if (p[i] != pattern_byte(seed, off + i))
@@ -398,7 +398,8 @@ static int gpu_runs(const char *pcidir, const void *addr, size_t len,
 			return -EFAULT;	/* not GPU memory */
 		if (run > len - done)
 			run = len - done;
-		while (done + run < len && spin_virt_to_phys(p + done + run) == phys + (long long)run) {
+		while (done + run < len &&
+		       spin_virt_to_phys(p + done + run) == phys + (long long)run) {
 			size_t more = len - done - run;
 
 			run += more < page ? more : page;

@@ -46,8 +46,11 @@ ssize_t spin_pattern_check(const void *buf, uint64_t off, size_t len, uint64_t s
 uint32_t spin_crc32(uint32_t crc, const void *buf, size_t len);
 
 int spin_agent_open(void);
-int spin_agent(char *reply, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+#ifndef __printf
+#define __printf(a, b) __attribute__((format(printf, a, b)))
+#endif
+
+__printf(3, 4) int spin_agent(char *reply, size_t len, const char *fmt, ...);
 
 void *spin_alloc_aligned(size_t len);
 

@@ -28,7 +28,7 @@
 #include "../kselftest.h"
 #include "spin_lib.h"
 
-#define MiB (1UL << 20)
+#define MiB (1024UL * 1024)
 #define DRV "/sys/bus/pci/drivers/p2pdma_bar"
 
 static sigjmp_buf fault_jmp;
@@ -39,7 +39,7 @@ static void on_sigbus(int sig)
 }
 
 /* Did touching @p raise SIGBUS? */
-static int faults(volatile uint8_t *p)
+static int faults(uint8_t *p)
 {
 	struct sigaction sa = { .sa_handler = on_sigbus }, old;
 	int sig;
@@ -47,7 +47,7 @@ static int faults(volatile uint8_t *p)
 	sigaction(SIGBUS, &sa, &old);
 	sig = sigsetjmp(fault_jmp, 1);
 	if (!sig)
-		(void)*p;
+		(void)__atomic_load_n(p, __ATOMIC_RELAXED);	/* a real load */
 	sigaction(SIGBUS, &old, NULL);
 	return sig == SIGBUS;
 }
@@ -77,12 +77,12 @@ static int bound_to(const char *pcidir, const char *drv)
 	snprintf(path, sizeof(path), "%s/driver", pcidir);
 	n = readlink(path, target, sizeof(target) - 1);
 	if (n < 0)
-		return drv == NULL;
+		return !drv;
 	target[n] = '\0';
 	return drv && !strcmp(strrchr(target, '/') + 1, drv);
 }
 
-static long long available(const char *pcidir)
+static long long p2pmem_available(const char *pcidir)
 {
 	char path[PATH_MAX + 32];
 
@@ -149,7 +149,7 @@ int main(void)
 		ksft_exit_fail_msg("the stand-in GPU is not bound to p2pdma_bar\n");
 
 	heap = spin_heap_open(gpu);
-	avail0 = available(gpu);
+	avail0 = p2pmem_available(gpu);
 	buf = spin_heap_alloc(heap, 16 * MiB, O_RDWR | O_CLOEXEC, 0);
 	p = buf < 0 ? MAP_FAILED : mmap(NULL, 16 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
 	ksft_test_result(p != MAP_FAILED, "16 MiB of GPU memory mapped\n");
@@ -183,12 +183,14 @@ int main(void)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ksft_test_result(!ret && bound_to(gpu, NULL),
 			 "unbind p2pdma_bar under a mapping and O_DIRECT I/O: %s, %.0f ms\n",
-			 strerror(-ret), (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+			 strerror(-ret),
+			 (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
 	waitpid(pid, &status, 0);
 	ksft_test_result(WIFEXITED(status) && !WEXITSTATUS(status),
 			 "in-flight reads completed, later ones got EFAULT, nothing else\n");
 
-	ksft_test_result(faults(p) && faults(p + 16 * MiB - 1), "the revoked mapping raises SIGBUS\n");
+	ksft_test_result(faults(p) && faults(p + 16 * MiB - 1),
+			 "the revoked mapping raises SIGBUS\n");
 	io = open(dev0, O_RDONLY);
 	ret = pread(io, p, 4096, 0);
 	ksft_test_result(ret == -1 && errno == EFAULT, "buffered pread into it: EFAULT\n");
@@ -197,21 +199,22 @@ int main(void)
 	ksft_test_result(ret == -ENODEV, "allocation from the heap: %s\n",
 			 strerror(ret < 0 ? -ret : 0));
 	q = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
-	ksft_test_result(q == MAP_FAILED && errno == ENODEV, "mmap of the revoked buffer: ENODEV\n");
+	ksft_test_result(q == MAP_FAILED && errno == ENODEV,
+			 "mmap of the revoked buffer: ENODEV\n");
 
 	/* Bind again: a fresh pool, the same heap. */
 	ret = sysfs_write(DRV "/bind", bdf_of(gpu));
-	full = available(gpu);
+	full = p2pmem_available(gpu);
 	fd2 = spin_heap_alloc(heap, 8 * MiB, O_RDWR, 0);
-	ksft_test_result(!ret && fd2 >= 0 && available(gpu) == full - 8 * (long long)MiB,
+	ksft_test_result(!ret && fd2 >= 0 && p2pmem_available(gpu) == full - 8 * (long long)MiB,
 			 "re-bind: the heap allocates again (%lld bytes in the pool)\n", full);
 	if (fd2 >= 0)
 		close(fd2);
 	munmap(p, 16 * MiB);
 	close(buf);
-	ksft_test_result(available(gpu) == full && full == avail0,
-			 "nothing leaked: %lld available, %lld before the unbind\n", available(gpu),
-			 avail0);
+	ksft_test_result(p2pmem_available(gpu) == full && full == avail0,
+			 "nothing leaked: %lld available, %lld before the unbind\n",
+			 p2pmem_available(gpu), avail0);
 	close(heap);
 
 	/* driver_override: no usable BAR on spin-nvme0 (its BAR0 is not prefetchable). */
@@ -226,9 +229,9 @@ int main(void)
 	ret = rebind(nvme1, "p2pdma_bar", "nvme");
 	heap = spin_heap_open(nvme1);
 	fd2 = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR, 0);
-	ksft_test_result(!ret && bound_to(nvme1, "p2pdma_bar") && available(nvme1) > 0,
+	ksft_test_result(!ret && bound_to(nvme1, "p2pdma_bar") && p2pmem_available(nvme1) > 0,
 			 "driver_override: p2pdma_bar publishes %s's CMB (%lld bytes)\n",
-			 bdf_of(nvme1), available(nvme1));
+			 bdf_of(nvme1), p2pmem_available(nvme1));
 	ksft_test_result(fd2 >= 0, "and its heap allocates from it\n");
 	if (fd2 >= 0)
 		close(fd2);
