@@ -81,9 +81,10 @@ impl Provider {
 
     /// The provider's device is unbinding: revoke every buffer.
     ///
-    /// New allocations fail with [`ENODEV`]; every buffer is revoked (see [`BufferShared::revoke`]),
-    /// its user mappings are zapped (a later access gets `SIGBUS`) and importers are told to drop
-    /// their mappings; then the buffers' own page references are dropped. What still holds pages
+    /// New allocations fail with [`ENODEV`]; every buffer is revoked (see
+    /// [`BufferShared::revoke`]), its user mappings are zapped (a later access gets `SIGBUS`) and
+    /// importers are told to drop their mappings; then the buffers' own page references are
+    /// dropped. What still holds pages
     /// afterwards (pins of I/O in flight, importers' mappings) is waited for by the p2pdma
     /// teardown that follows.
     pub(super) fn revoke(&self, pdev: &pci::Device) {
