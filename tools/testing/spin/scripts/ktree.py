@@ -238,9 +238,27 @@ def build_series(tree, entries):
     return parent
 
 
+# Repository paths that mirror the kernel tree: every file below them must belong to a
+# .files entry, or it would silently stay out of the kernel.
+KERNEL_DIRS = ("rust/", "drivers/", "include/", "mm/", "block/", "fs/", "Documentation/",
+               "tools/testing/selftests/")
+
+
+def check_coverage(entries):
+    owned = owned_paths(entries)
+    out = git(REPO, "ls-tree", "-r", "--name-only", "HEAD") if COMMITTED else \
+        git(REPO, "ls-files", "-co", "--exclude-standard")
+    stray = [f for f in out.splitlines() if f.startswith(KERNEL_DIRS) and not is_owned(f, owned)]
+    if stray:
+        die("files at kernel paths that no .files entry of patches/series adds:\n  " +
+            "\n  ".join(stray))
+
+
 def cmd_apply(a):
     tree = a.tree
-    tip = build_series(tree, read_series())
+    entries = read_series()
+    check_coverage(entries)
+    tip = build_series(tree, entries)
     git(tree, "update-ref", BRANCH, tip)
     head = git(tree, "rev-parse", "HEAD")
     if head == tip:
