@@ -46,27 +46,62 @@ long long spin_read_ll(const char *path)
 	return strtoll(buf, NULL, 0);
 }
 
-/* The NVMe controller (nvmeN) whose serial is @serial. */
-int spin_nvme_ctrl(const char *serial, char *ctrl, size_t len)
+/*
+ * The first entry of @dir whose name starts with @prefix and whose attributes
+ * match: @match holds pairs of attribute path (relative to the entry) and
+ * wanted value, NULL-terminated. With @need_dev, the entry must also have a
+ * device node /dev/<name> (hidden per-path NVMe disks have none).
+ */
+static int sysfs_find(const char *dir, const char *prefix, const char *const *match,
+		      int need_dev, char *name, size_t len)
 {
-	DIR *d = opendir("/sys/class/nvme");
+	DIR *d = opendir(dir);
 	struct dirent *e;
 	char path[PATH_MAX], buf[128];
 	int ret = -ENODEV;
 
 	if (!d)
 		return -errno;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
+	while (ret && (e = readdir(d))) {
+		const char *const *m = match;
+
+		if (e->d_name[0] == '.' || strncmp(e->d_name, prefix, strlen(prefix)))
 			continue;
-		snprintf(path, sizeof(path), "/sys/class/nvme/%s/serial", e->d_name);
-		if (spin_read_file(path, buf, sizeof(buf)) || strcmp(buf, serial))
+		snprintf(path, sizeof(path), "/dev/%s", e->d_name);
+		if (need_dev && access(path, F_OK))
 			continue;
-		snprintf(ctrl, len, "%s", e->d_name);
+		for (; *m; m += 2) {
+			snprintf(path, sizeof(path), "%s/%s/%s", dir, e->d_name, m[0]);
+			if (spin_read_file(path, buf, sizeof(buf)) || strcmp(buf, m[1]))
+				break;
+		}
+		if (*m)
+			continue;
+		snprintf(name, len, "%s", e->d_name);
 		ret = 0;
-		break;
 	}
 	closedir(d);
+	return ret;
+}
+
+/* The NVMe controller (nvmeN) whose serial is @serial. */
+int spin_nvme_ctrl(const char *serial, char *ctrl, size_t len)
+{
+	const char *const match[] = { "serial", serial, NULL };
+
+	return sysfs_find("/sys/class/nvme", "nvme", match, 0, ctrl, len);
+}
+
+/* @dev gets "/dev/<name>" of the entry of /sys/block that sysfs_find() finds. */
+static int blockdev(const char *prefix, const char *attr, const char *serial, char *dev,
+		    size_t len)
+{
+	const char *const match[] = { attr, serial, NULL };
+	char name[64];
+	int ret = sysfs_find("/sys/block", prefix, match, 1, name, sizeof(name));
+
+	if (!ret)
+		snprintf(dev, len, "/dev/%s", name);
 	return ret;
 }
 
@@ -76,52 +111,13 @@ int spin_nvme_ctrl(const char *serial, char *ctrl, size_t len)
  */
 int spin_nvme_blockdev(const char *serial, char *dev, size_t len)
 {
-	DIR *d = opendir("/sys/block");
-	struct dirent *e;
-	char path[PATH_MAX], buf[128];
-	int ret = -ENODEV;
-
-	if (!d)
-		return -errno;
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, "nvme", 4))
-			continue;
-		snprintf(path, sizeof(path), "/dev/%s", e->d_name);
-		if (access(path, F_OK))
-			continue;	/* hidden per-path disk */
-		snprintf(path, sizeof(path), "/sys/block/%s/device/serial", e->d_name);
-		if (spin_read_file(path, buf, sizeof(buf)) || strcmp(buf, serial))
-			continue;
-		snprintf(dev, len, "/dev/%s", e->d_name);
-		ret = 0;
-		break;
-	}
-	closedir(d);
-	return ret;
+	return blockdev("nvme", "device/serial", serial, dev, len);
 }
 
 /* The block device of the virtio-blk disk with @serial. */
 int spin_virtio_blockdev(const char *serial, char *dev, size_t len)
 {
-	DIR *d = opendir("/sys/block");
-	struct dirent *e;
-	char path[PATH_MAX], buf[128];
-	int ret = -ENODEV;
-
-	if (!d)
-		return -errno;
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, "vd", 2))
-			continue;
-		snprintf(path, sizeof(path), "/sys/block/%s/serial", e->d_name);
-		if (spin_read_file(path, buf, sizeof(buf)) || strcmp(buf, serial))
-			continue;
-		snprintf(dev, len, "/dev/%s", e->d_name);
-		ret = 0;
-		break;
-	}
-	closedir(d);
-	return ret;
+	return blockdev("vd", "serial", serial, dev, len);
 }
 
 /* The sysfs directory of the PCI function of the NVMe controller with @serial. */
@@ -142,30 +138,20 @@ int spin_nvme_pcidir(const char *serial, char *dir, size_t len)
 /* The sysfs directory (real path) of the first PCI function @vendor:@device. */
 int spin_pci_find(unsigned int vendor, unsigned int device, char *dir, size_t len)
 {
-	DIR *d = opendir("/sys/bus/pci/devices");
-	struct dirent *e;
-	char path[PATH_MAX];
-	int ret = -ENODEV;
+	char v[16], d[16], name[64], path[PATH_MAX];
+	const char *const match[] = { "vendor", v, "device", d, NULL };
+	int ret;
 
-	if (!d)
+	snprintf(v, sizeof(v), "0x%04x", vendor);
+	snprintf(d, sizeof(d), "0x%04x", device);
+	ret = sysfs_find("/sys/bus/pci/devices", "", match, 0, name, sizeof(name));
+	if (ret)
+		return ret;
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s", name);
+	if (!realpath(path, dir))
 		return -errno;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/vendor", e->d_name);
-		if (spin_read_ll(path) != vendor)
-			continue;
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", e->d_name);
-		if (spin_read_ll(path) != device)
-			continue;
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s", e->d_name);
-		if (realpath(path, dir))
-			ret = 0;
-		break;
-	}
-	closedir(d);
 	(void)len;
-	return ret;
+	return 0;
 }
 
 /* The switch upstream port above a device: two levels up its sysfs path. */
