@@ -185,6 +185,8 @@ def cmd_init(a):
         os.rmdir(tmp)
     log("recording the pristine source as a git commit (about 40 s)")
     git(tree, "init", "-q", "-b", "pristine-src")
+    # No automatic repacking in the background of a kernel build.
+    git(tree, "config", "gc.auto", "0")
     # Debian's .gitignore ignores everything at the top level: add by force.
     git(tree, "add", "-f", "-A", ".")
     name, mail = identity()
