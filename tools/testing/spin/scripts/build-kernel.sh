@@ -34,7 +34,8 @@ kmake() {
 	make -C "$KSRC" O="$KOBJ" LLVM=-19 CC="ccache clang-19" "$@"
 }
 
-log "toolchain: $(rustc --version), $(bindgen --version), $(clang-19 --version | head -1)"
+log "versions (from setup-host.sh):"
+sed 's/^/[kernel] /' /var/lib/spin-workshop/versions 2>/dev/null || true
 log "RUST_LIB_SRC=$RUST_LIB_SRC"
 
 # --- configuration ---
