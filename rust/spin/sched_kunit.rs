@@ -15,7 +15,7 @@ mod tests {
     use kernel::prelude::*;
 
     /// Number of wrappers below; must equal `cases::CASES.len()`.
-    const WRAPPED: usize = 17;
+    const WRAPPED: usize = 19;
 
     /// Logs where a case failed; KTAP names the case.
     fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
@@ -106,6 +106,16 @@ mod tests {
     #[test]
     fn optimal_reports_small_buffers() -> Result<(), CaseError> {
         report(cases::optimal_reports_small_buffers())
+    }
+
+    #[test]
+    fn optimal_bridges_short_gaps() -> Result<(), CaseError> {
+        report(cases::optimal_bridges_short_gaps())
+    }
+
+    #[test]
+    fn optimal_exact_beyond_validated_ranges() -> Result<(), CaseError> {
+        report(cases::optimal_exact_beyond_validated_ranges())
     }
 
     #[test]

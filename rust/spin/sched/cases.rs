@@ -92,6 +92,11 @@ pub const CASES: &[Case] = &[
         "optimal_reports_small_buffers",
         optimal_reports_small_buffers,
     ),
+    ("optimal_bridges_short_gaps", optimal_bridges_short_gaps),
+    (
+        "optimal_exact_beyond_validated_ranges",
+        optimal_exact_beyond_validated_ranges,
+    ),
     (
         "overlap_splits_cached_request",
         overlap_splits_cached_request,
@@ -379,6 +384,59 @@ pub fn optimal_reports_small_buffers() -> Result<(), CaseError> {
     check!(matches!(r, Err(SchedError::OutputTooSmall)));
     let r = greedy(&params, &runs, &mut short[..0]);
     check!(matches!(r, Err(SchedError::OutputTooSmall)));
+    Ok(())
+}
+
+/// Gen4: bridging a cached run of `g` pages costs `g * (a - pc)` and saves `c - b`, so the
+/// optimum bridges gaps of up to 271 pages and splits at longer ones (here 271 and 300 pages).
+pub fn optimal_bridges_short_gaps() -> Result<(), CaseError> {
+    let params = gen4()?;
+    let m = params.model();
+    let (pc, p2p) = (Path::PageCache, Path::P2p);
+    let runs = ok!(Runs::new(false, &[40, 271, 40, 300, 40, 1357]));
+    let mut out = [Segment::EMPTY; 7];
+    let mut ws = [Slot::EMPTY; 4];
+    let s = ok!(optimal(&params, &runs, &mut out, &mut ws));
+    check!(
+        s.segments
+            == [
+                seg(0, 351, p2p),
+                seg(351, 300, pc),
+                seg(651, 40, p2p),
+                seg(691, 1357, pc)
+            ]
+    );
+    check!(s.cost == m.t_p2p(351) + m.t_pc(300) + m.t_p2p(40) + m.t_pc(1357));
+    // Not bridging the shorter gap, or bridging the longer one, costs more.
+    check!(s.cost < m.t_p2p(40) * 2 + m.t_pc(271 + 300) + m.t_p2p(40) + m.t_pc(1357));
+    check!(s.cost < m.t_p2p(691) + m.t_pc(1357));
+    Ok(())
+}
+
+/// Terms of 2^59 to 2^61 ps, beyond the validated ranges, take the checked arithmetic; it stays
+/// exact even where comparing two runs 61 pages apart does not fit a `u64`.
+pub fn optimal_exact_beyond_validated_ranges() -> Result<(), CaseError> {
+    // c = 2^61, a = 2^59, b = 2a (flat up to 2 pages), pc = 1: n* = 2, gaps of up to 2 pages
+    // are bridged, and a group is flat up to 2 pages.
+    let m = ok!(Model::from_terms(1 << 61, 1 << 59, 1 << 60, 1));
+    let patterns: [(u64, usize); 3] = [
+        // Uncached page 0, 60 cached pages, 3 uncached pages.
+        (((1 << 61) - 1) ^ 1, 64),
+        (0x0FFF_FFFF_FFFF_F0F0, 64),
+        (0x00FF_FF0F_FFFF_FF00, 64),
+    ];
+    for (bits, n) in patterns {
+        let mut lens = [0u32; 64];
+        let mut b = RunsBuilder::new(&mut lens);
+        ok!(b.push_bits((0..n).map(|i| bits >> i & 1 == 1)));
+        let runs = ok!(b.finish());
+        let mut out = [Segment::EMPTY; 65];
+        let mut ws = [Slot::EMPTY; 33];
+        let s = ok!(super::optimal::optimal_model(&m, &runs, &mut out, &mut ws));
+        check!(check_schedule(&runs, s.segments).is_ok());
+        check!(s.cost == additive_cost(&m, s.segments));
+        check!(s.cost == reference(&m, bits, n));
+    }
     Ok(())
 }
 

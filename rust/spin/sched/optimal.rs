@@ -1,35 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Exact minimum of the additive cost of Eq. 1 over all schedules at page granularity, in time
-//! linear in the number of runs.
+//! linear in the number of runs, with a few instructions per run.
 //!
 //! A schedule may cut the request at any page: a P2P transfer may start or end inside a cached
 //! run, a cached run may be split between P2P and the page cache. With `T_p2p(n) = c +
-//! max(0, n*a - b)` and `T_pc(n) = n*pc` (see [`super::cost`]) the optimum has a simple shape,
-//! proved in Documentation/spin/sched.rst:
+//! max(0, n*a - b)` and `T_pc(n) = n*pc` (see [`super::cost`]) a schedule is a set of disjoint
+//! P2P intervals covering every uncached page (the rest is copied), and its cost is
 //!
-//! * If `a < pc` (P2P moves a page faster than the page cache), extending a P2P transfer by a
-//!   page into an adjacent page-cache segment always saves time, so the optimum is one P2P
-//!   transfer of the whole request, or all page cache if every page is cached and that is
-//!   cheaper.
-//! * Otherwise (`a >= pc`) there is an optimal schedule in which every P2P transfer covers whole
-//!   uncached runs and is either *long* (more than `n*` pages, starting at the first page of an
-//!   uncached run and ending at the last page of one), *short* (exactly `n*` pages, starting at
-//!   the first page of an uncached run or at page 0, or ending at the last page of an uncached
-//!   run), or the whole request. `n*` is the length up to which growing a transfer by one page
-//!   costs less than copying that page: `floor(b/a)`, or one more if the step across the hinge
-//!   is still cheaper than `pc`.
+//! ```text
+//! pc * N + sum over P2P intervals of psi(len),    psi(l) = T_p2p(l) - pc * l
+//! ```
 //!
-//! The dynamic program walks the uncached runs once and keeps, per uncached run `i`, the
-//! optimal cost of the prefix ending at its first page (`S[i]`) and at `e_i - n*` (`M[i]`).
-//! Long transfers use a running minimum of `S[j] + (N - s_j) * a` (the prefix minimum of
-//! `dp[j] - j*a` of the page-level program, restricted to run starts); short transfers are
-//! events at distance `n*` from run boundaries, merged into the sweep of each cached run, where
-//! page-cache time is linear. Three pointers move monotonically over the runs, so the time is
-//! linear in the number of runs and independent of the request size.
+//! so only the interval lengths matter. Proved in Documentation/spin/sched.rst:
 //!
-//! The caller provides the workspace: one [`Slot`] per uncached run plus one
-//! ([`scratch_len`]), e.g. 1025 slots (56 KiB) for any 8 MB request of 4 KiB pages.
+//! * If `a < pc`, `psi` decreases, and the optimum is one P2P transfer of the whole request, or
+//!   all page cache if every page is cached and that is not dearer. O(1).
+//! * Otherwise `psi` falls to its minimum `A = psi(n*)` at `n*` pages, then rises with slope
+//!   `delta = a - pc`. An interval around a group of uncached runs from page `s` to page `e`
+//!   costs at least `phi(e - s) = max(A, B + delta * (e - s))` with `B = c - b`, exactly that
+//!   if it can be stretched to `n*` pages, and in an optimal partition of the uncached runs
+//!   into groups every group can be. So for `N >= n*` the optimum is `pc * N` plus the least
+//!   sum of `phi` over the partitions; for `N < n*` it is one transfer of the whole request.
+//! * Bridging a cached run of at most `gamma = floor(B / delta)` pages never costs more, so
+//!   uncached runs separated by such short gaps are merged first: the program below sees only
+//!   the runs between long gaps (for the Gen4 device, gaps of more than 271 pages), usually
+//!   few. The merge pass is one comparison per run.
+//!
+//! The program over the merged runs is `dp[j] = min over i <= j of dp[i-1] + phi(e_j - s_i)`.
+//! `phi` is flat (`A`) up to `theta = floor((A - B) / delta)` pages and linear above, and `dp`
+//! is non-decreasing, so the flat part is `dp[lo-1] + A` for the first run `lo` within `theta`
+//! pages of `e_j` (the sliding-window minimum is the window's first entry), and the linear
+//! part `B + delta * e_j` plus the running minimum of the keys `dp[i-1] - delta * s_i` of the
+//! runs that left the window. One pointer moves monotonically: O(1) amortised per run.
+//!
+//! The caller provides the workspace: one [`Slot`] (24 bytes) per uncached run plus one
+//! ([`scratch_len`]), at most 1025 slots (24 KiB) for an 8 MB request of 4 KiB pages.
 
 use super::cost::{Model, Params, Picos};
 use super::runs::Runs;
@@ -37,58 +43,35 @@ use super::schedule::{Path, SchedError, Schedule, Segment, SegmentBuf};
 
 const INF: u64 = u64::MAX;
 
-/// Where the page-cache chain through a cached run started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Src {
-    /// At the first page of the cached run after uncached run `i` (`i = 0`: page 0, cost 0).
-    Start(u32),
-    /// Where the short transfer starting at slot `j` ends.
-    Landing(u32),
-}
-
-/// How the prefix ending at the last page of an uncached run was reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum EFrom {
-    /// Not reachable.
-    None,
-    /// A long transfer from the start of slot `j`.
-    Long(u32),
-    /// A short transfer from the start of slot `j` ending exactly here.
-    Exact(u32),
-    /// A short transfer starting `n*` pages earlier, inside a cached run.
-    Minus,
-}
-
-/// Per-uncached-run workspace entry of the exact scheduler.
+/// Workspace entry of the exact scheduler (24 bytes).
+///
+/// Slot `t` belongs to the merged uncached run `t` (counting from 0); the slot after the last
+/// one is a sentinel.
 #[derive(Clone, Copy, Debug)]
 pub struct Slot {
-    s: u64,
-    e: u64,
-    /// Where the short transfer starting at `s` ends (`i64::MAX`: no short transfers).
-    land: i64,
-    /// Where the short transfer ending at `e` starts (`i64::MIN`: none).
-    read: i64,
-    s_val: u64,
-    m_val: u64,
-    from_s: Src,
-    from_m: Src,
-    from_e: EFrom,
+    /// Least cost (beyond `pc * N`) of the runs before run `t`: `dp[t-1]`.
+    prev: u64,
+    /// First page of run `t`.
+    s: u32,
+    /// One past the last page of run `t`.
+    e: u32,
+    /// First run of the group that ends with run `t` in an optimal partition of the runs up to
+    /// `t`.
+    from: u32,
 }
 
 impl Slot {
     /// Initial value for workspace arrays.
     pub const EMPTY: Slot = Slot {
+        prev: 0,
         s: 0,
         e: 0,
-        land: i64::MAX,
-        read: i64::MIN,
-        s_val: INF,
-        m_val: INF,
-        from_s: Src::Start(0),
-        from_m: Src::Start(0),
-        from_e: EFrom::None,
+        from: 0,
     };
 }
+
+// The documented workspace size.
+const _: () = assert!(core::mem::size_of::<Slot>() == 24);
 
 /// Workspace entries [`optimal`] needs for `runs`: the number of uncached runs plus one.
 pub fn scratch_len(runs: &Runs<'_>) -> usize {
@@ -99,22 +82,6 @@ pub fn scratch_len(runs: &Runs<'_>) -> usize {
         n.div_ceil(2)
     };
     uncached + 1
-}
-
-fn add(x: u64, y: u64) -> u64 {
-    if x == INF {
-        INF
-    } else {
-        x.saturating_add(y)
-    }
-}
-
-fn sub(x: u64, y: u64) -> u64 {
-    if x == INF {
-        INF
-    } else {
-        x.saturating_sub(y)
-    }
 }
 
 /// Computes an optimal schedule for `runs` under the additive cost of `params`.
@@ -132,6 +99,12 @@ pub fn optimal<'o>(
 }
 
 /// [`optimal`] for an arbitrary [`Model`] (e.g. a weighted one); the caller checks the size.
+///
+/// With the models of validated [`Params`] and requests of at most
+/// [`super::cost::MAX_REQUEST_BYTES`] the program runs in plain `i64` arithmetic that cannot
+/// overflow; other models (e.g. the overlap scheduler's weighted ones) fall back to checked
+/// arithmetic, still exact, and an optimum beyond `u64::MAX` picoseconds is reported as
+/// [`SchedError::Overflow`].
 pub fn optimal_model<'o>(
     model: &Model,
     runs: &Runs<'_>,
@@ -142,25 +115,36 @@ pub fn optimal_model<'o>(
         return Err(SchedError::OutputTooSmall);
     }
     let mut buf = SegmentBuf::new(out);
-    if model.a() < model.pc() {
+    let n = u64::from(runs.pages());
+    if model.a() < model.pc() || runs.all_cached() {
         let cost = single_method(model, runs, &mut buf)?;
         return Ok(buf.finish(cost));
     }
     let slots = scratch
         .get_mut(..scratch_len(runs))
         .ok_or(SchedError::ScratchTooSmall)?;
-    let mut dp = Dp::new(model, runs, slots);
-    let (cost, last) = dp.solve();
+    let shape = Shape::new(model);
+    if n < shape.nstar {
+        // Every transfer is shorter than n*, where growing one is cheaper than copying: one
+        // transfer of the whole request.
+        buf.push(0, runs.pages(), Path::P2p)?;
+        return Ok(buf.finish(model.t_p2p(n)));
+    }
+    let (lead, body) = split_lead(runs);
+    let (groups, runs_in_slots) = shape
+        .solve(n, lead, body, slots)
+        .ok_or(SchedError::Overflow)?;
+    let cost = groups.saturating_add(model.t_pc(n));
     if cost == INF {
         return Err(SchedError::Overflow);
     }
-    dp.backtrack(last, &mut buf)?;
+    shape.emit(n, slots, runs_in_slots, &mut buf)?;
     buf.reverse();
     Ok(buf.finish(cost))
 }
 
-/// The optimum when `a < pc`: one P2P transfer, or all page cache for a fully cached request if
-/// that is strictly cheaper.
+/// The optimum when `a < pc` or the request is fully cached: one P2P transfer, or all page
+/// cache for a fully cached request if that is not dearer.
 fn single_method(
     model: &Model,
     runs: &Runs<'_>,
@@ -177,287 +161,400 @@ fn single_method(
     Ok(p2p)
 }
 
-/// How the optimum for the whole request ends.
-#[derive(Clone, Copy, Debug)]
-enum Last {
-    /// One P2P transfer of the whole request.
-    Whole,
-    /// A page-cache chain ending at page `N` (possibly empty).
-    Chain(Src),
+/// Pages before the first uncached run, and the run lengths from the first uncached run on
+/// (uncached, cached, uncached, ...).
+fn split_lead<'r>(runs: &Runs<'r>) -> (u64, &'r [u32]) {
+    let lens = runs.lens();
+    if runs.first_cached() {
+        let lead = lens.first().copied().unwrap_or(0);
+        (lead.into(), lens.get(1..).unwrap_or(&[]))
+    } else {
+        (0, lens)
+    }
 }
 
-/// State of the dynamic program over the uncached runs of one request.
-struct Dp<'s> {
-    c: u64,
-    a: u64,
-    b: u64,
-    pc: u64,
-    /// Request length in pages.
-    n: u64,
-    /// Longest transfer costing exactly `c`.
-    n0: u64,
-    /// Length of short transfers; 0 if there are none.
+/// The constants of `phi(L) = max(A, B + delta * L)` for a model with `a >= pc`.
+struct Shape {
+    /// Length in pages at which `psi(l) = T_p2p(l) - pc * l` is least (at least 1).
     nstar: u64,
-    /// `T_p2p(nstar)`.
-    t_star: u64,
-    t_whole: u64,
-    slots: &'s mut [Slot],
-    /// Next slot to enter the long-transfer prefix minimum.
-    pl: usize,
-    best_long: u64,
-    best_long_at: u32,
-    /// Next slot whose short transfer has not landed yet.
-    pp: usize,
-    /// Next slot whose `M` value has not been read yet.
-    pm: usize,
+    /// `A = psi(n*)`, the cost of a group that fits in `n*` pages.
+    flat: u64,
+    /// `B = c - b`.
+    base: u64,
+    /// `delta = a - pc`.
+    delta: u64,
+    /// Longest group core, in pages, that costs `A`: `floor((A - B) / delta)`.
+    theta: u64,
+    /// Longest cached run between two uncached runs that some optimal schedule bridges
+    /// whatever else happens: `floor(B / delta)`.
+    gamma: u64,
 }
 
-impl<'s> Dp<'s> {
-    fn new(model: &Model, runs: &Runs<'_>, slots: &'s mut [Slot]) -> Self {
-        let (c, a, b, pc) = (model.c(), model.a(), model.b(), model.pc());
-        let n0 = model.flat_pages();
-        // Growing a transfer from n0 to n0 + 1 pages costs (n0 + 1) * a - b, then a per page.
+impl Shape {
+    fn new(m: &Model) -> Self {
+        let (c, a, b, pc) = (m.c(), m.a(), m.b(), m.pc());
+        let n0 = m.flat_pages();
+        // T_p2p grows by 0 per page below n0, by (n0 + 1) * a - b from n0 to n0 + 1 pages and by
+        // a >= pc above: psi falls while the growth is below pc.
         let step = n0.saturating_add(1).saturating_mul(a).saturating_sub(b);
-        let nstar = if step >= pc { n0 } else { n0.saturating_add(1) };
-        fill_slots(runs, slots, nstar);
-        let n = u64::from(runs.pages());
+        let nstar = if step >= pc { n0 } else { n0.saturating_add(1) }.max(1);
+        let flat = m.t_p2p(nstar).saturating_sub(m.t_pc(nstar));
+        let base = c.saturating_sub(b);
+        let delta = a.saturating_sub(pc);
+        let theta = flat
+            .saturating_sub(base)
+            .checked_div(delta)
+            .unwrap_or(u64::MAX);
+        let gamma = base.checked_div(delta).unwrap_or(u64::MAX);
         Self {
-            c,
-            a,
-            b,
-            pc,
-            n,
-            n0,
             nstar,
-            t_star: model.t_p2p(nstar),
-            t_whole: model.t_p2p(n),
-            slots,
-            pl: 0,
-            best_long: INF,
-            best_long_at: 0,
-            pp: 0,
-            pm: 1,
+            flat,
+            base,
+            delta,
+            theta,
+            gamma,
         }
     }
 
-    fn slot(&self, i: usize) -> Slot {
-        self.slots.get(i).copied().unwrap_or(Slot::EMPTY)
-    }
-
-    /// Where the short transfer starting at slot `j` ends; `i64::MAX` past the last slot or if
-    /// there are no short transfers.
-    #[inline]
-    fn land(&self, j: usize) -> i64 {
-        self.slots.get(j).map_or(i64::MAX, |sl| sl.land)
-    }
-
-    /// Where the short transfer ending at the end of slot `j` starts (may be negative, then
-    /// there is none); `i64::MAX` past the last slot; `i64::MIN` if there are no short transfers.
-    #[inline]
-    fn read(&self, j: usize) -> i64 {
-        self.slots.get(j).map_or(i64::MAX, |sl| sl.read)
-    }
-
-    /// Runs the program; returns the optimal cost and how it ends.
-    fn solve(&mut self) -> (u64, Last) {
-        let k = self.slots.len().saturating_sub(1);
-        let first_end = self.slots.get(1).map_or(self.n, |sl| sl.s);
-        let (mut val, mut src) = self.sweep(0, first_end, 0, Src::Start(0));
-        for i in 1..=k {
-            let Some(sl) = self.slots.get_mut(i) else {
-                break;
-            };
-            sl.s_val = val;
-            sl.from_s = src;
-            let e = sl.e;
-            let (e_val, from) = self.end_of(i, e);
-            if let Some(sl) = self.slots.get_mut(i) {
-                sl.from_e = from;
-            }
-            let hi = self.slots.get(i + 1).map_or(self.n, |sl| sl.s);
-            (val, src) = self.sweep(e, hi, e_val, Src::Start(i as u32));
-        }
-        if self.t_whole < val {
-            (self.t_whole, Last::Whole)
-        } else {
-            (val, Last::Chain(src))
-        }
-    }
-
-    /// Optimal cost of the prefix ending at `e`, the last page of uncached run `i`.
-    fn end_of(&mut self, i: usize, e: u64) -> (u64, EFrom) {
-        let mut best = (INF, EFrom::None);
-        // Long transfers: from every slot j with e - s_j > n0, via the running minimum.
-        while let Some(sl) = self.slots.get(self.pl) {
-            if sl.s.saturating_add(self.n0) >= e {
-                break;
-            }
-            let key = add(sl.s_val, self.n.saturating_sub(sl.s).saturating_mul(self.a));
-            if key < self.best_long {
-                self.best_long = key;
-                self.best_long_at = self.pl as u32;
-            }
-            self.pl += 1;
-        }
-        if self.best_long != INF {
-            let long = self.best_long - self.n.saturating_sub(e).saturating_mul(self.a);
-            best = (
-                long.saturating_sub(self.b).saturating_add(self.c),
-                EFrom::Long(self.best_long_at),
-            );
-        }
-        // Short transfers from a slot start landing exactly here; earlier ones land inside
-        // this uncached run and cannot be followed by the page cache.
-        let e_pos = e as i64;
-        loop {
-            let y = self.land(self.pp);
-            if y > e_pos {
-                break;
-            }
-            if y == e_pos {
-                let v = add(self.slot_s_val(self.pp), self.t_star);
-                if v < best.0 {
-                    best = (v, EFrom::Exact(self.pp as u32));
-                }
-            }
-            self.pp += 1;
-        }
-        if self.nstar > 0 {
-            let m_val = self.slots.get(i).map_or(INF, |sl| sl.m_val);
-            let minus = add(m_val, self.t_star);
-            if minus < best.0 {
-                best = (minus, EFrom::Minus);
-            }
-        }
-        best
-    }
-
-    #[inline]
-    fn slot_s_val(&self, j: usize) -> u64 {
-        self.slots.get(j).map_or(INF, |sl| sl.s_val)
-    }
-
-    /// Sweeps the cached range `[lo, hi]` whose first page is reached at cost `start`; records
-    /// `M` values read inside it and returns the cost of reaching `hi` and where its page-cache
-    /// chain starts.
-    fn sweep(&mut self, lo: u64, hi: u64, start: u64, from: Src) -> (u64, Src) {
-        let (n, pc) = (self.n, self.pc);
-        // Chain value at page x is base - (n - x) * pc.
-        let mut base = add(start, n.saturating_sub(lo).saturating_mul(pc));
-        let mut src = from;
-        let (lo_pos, hi_pos) = (lo as i64, hi as i64);
-        loop {
-            let y = self.land(self.pp);
-            let x = self.read(self.pm);
-            if y <= hi_pos && y <= x {
-                // A short transfer from slot pp ends at y: a new start of the chain.
-                let v = add(self.slot_s_val(self.pp), self.t_star);
-                let key = add(v, n.saturating_sub(y as u64).saturating_mul(pc));
-                let better = y > lo_pos && key < base;
-                base = if better { key } else { base };
-                src = if better {
-                    Src::Landing(self.pp as u32)
-                } else {
-                    src
+    /// Runs the program over the uncached runs of `body` (which starts `lead` pages into a
+    /// request of `n` pages), filling `slots`; returns `dp`, the least sum of `phi`, and the
+    /// number of (merged) runs in `slots`, or `None` if `dp` does not fit a `u64` (only
+    /// possible with models outside the validated ranges).
+    fn solve(&self, n: u64, lead: u64, body: &[u32], slots: &mut [Slot]) -> Option<(u64, usize)> {
+        // Every dp value is at most that of one group over everything, phi(N) <= A + B +
+        // delta * N =: M; keys lie in [-delta * N, M], candidates below 2 * M. With M up to
+        // i64::MAX / 4 the program runs in plain i64 arithmetic that provably cannot overflow.
+        let bound = self
+            .flat
+            .checked_add(self.base)
+            .and_then(|x| x.checked_add(self.delta.checked_mul(n)?))
+            .filter(|&m| m <= (i64::MAX / 4) as u64);
+        match bound {
+            Some(m) => {
+                let ar = Exact {
+                    flat: self.flat,
+                    lin: self.base,
+                    delta: self.delta,
+                    sent: m.saturating_mul(3),
                 };
-                self.pp += 1;
-            } else if x <= hi_pos {
-                // The short transfer ending at slot pm starts at x: record the chain value.
-                if x >= lo_pos {
-                    if let Some(sl) = self.slots.get_mut(self.pm) {
-                        sl.m_val = sub(base, n.saturating_sub(x as u64).saturating_mul(pc));
-                        sl.from_m = src;
-                    }
-                }
-                self.pm += 1;
-            } else {
-                break;
+                // dp is a true cost, 0 <= dp <= M.
+                self.program(&ar, lead, body, slots)
+            }
+            None => {
+                let ar = Checked {
+                    flat: self.flat,
+                    lin: self.base,
+                    delta: self.delta,
+                };
+                self.program(&ar, lead, body, slots)
+                    .filter(|&(dp, _)| dp != INF)
             }
         }
-        (sub(base, n.saturating_sub(hi).saturating_mul(pc)), src)
     }
 
-    /// Writes the optimal schedule back to front into `buf`.
-    fn backtrack(&self, last: Last, buf: &mut SegmentBuf<'_>) -> Result<(), SchedError> {
-        let src = match last {
-            Last::Whole => return buf.push(0, self.n as u32, Path::P2p),
-            Last::Chain(src) => src,
+    /// The program itself, in the arithmetic of `ar`. Slot `t` belongs to merged run `t` (from
+    /// 0); slot `t + 1` holds a sentinel that closes the window while run `t` is processed, so
+    /// `slots` needs one entry more than there are uncached runs.
+    #[inline(always)]
+    fn program<R: Arith>(
+        &self,
+        ar: &R,
+        lead: u64,
+        body: &[u32],
+        slots: &mut [Slot],
+    ) -> Option<(u64, usize)> {
+        let k = body.len().div_ceil(2);
+        // At most k merged runs in slots 0..k, and one sentinel; checked once, up front.
+        let slots = slots.get_mut(..=k)?;
+        let mut st = State {
+            theta: self.theta,
+            sent: ar.sentinel(),
+            pm: ar.none(),
+            pm_at: 0,
+            lo: 0,
+            dp: 0,
         };
-        let mut at = At::Chain { end: self.n, src };
-        // Every step moves strictly left or from a chain to the run before it; bound the loop
-        // anyway so that a bug cannot hang the kernel.
-        for _ in 0..self.slots.len().saturating_mul(4).saturating_add(4) {
-            at = match at {
-                At::Done => return Ok(()),
-                At::Chain { end, src } => self.back_chain(end, src, buf)?,
-                At::End(i) => self.back_end(i, buf)?,
-                At::Start(j) => {
-                    let sl = self.slot(j);
-                    if j == 0 {
-                        At::Done
-                    } else {
-                        At::Chain {
-                            end: sl.s,
-                            src: sl.from_s,
-                        }
-                    }
-                }
+        let gamma = self.gamma;
+        // Uncached runs separated by at most gamma cached pages are merged into one run
+        // (bridging such a gap never costs more); the program sees only the merged runs.
+        // Positions are sums of run lengths, at most u32::MAX (`Runs::new`): no overflow in u64.
+        let inner = body.get(..2 * k.saturating_sub(1)).unwrap_or(&[]);
+        let mut pos = lead;
+        let mut start = lead;
+        let mut t = 0;
+        for pair in inner.chunks_exact(2) {
+            let (u, g) = match *pair {
+                [u, g] => (u, g),
+                _ => (0, 0),
             };
+            let e = pos.wrapping_add(u.into());
+            pos = e.wrapping_add(g.into());
+            if u64::from(g) > gamma {
+                st.step(ar, slots, t, start, e)?;
+                t += 1;
+                start = pos;
+            }
         }
-        match at {
-            At::Done => Ok(()),
-            _ => Err(SchedError::Overflow),
-        }
+        let u = body.get(2 * k.saturating_sub(1)).copied().unwrap_or(0);
+        st.step(ar, slots, t, start, pos.wrapping_add(u.into()))?;
+        Some((st.dp, t + 1))
     }
 
-    fn back_chain(&self, end: u64, src: Src, buf: &mut SegmentBuf<'_>) -> Result<At, SchedError> {
-        match src {
-            Src::Start(0) => {
-                push(buf, 0, end, Path::PageCache)?;
-                Ok(At::Done)
-            }
-            Src::Start(i) => {
-                let e = self.slot(i as usize).e;
-                push(buf, e, end, Path::PageCache)?;
-                Ok(At::End(i as usize))
-            }
-            Src::Landing(j) => {
-                let s = self.slot(j as usize).s;
-                let y = s.saturating_add(self.nstar);
-                push(buf, y, end, Path::PageCache)?;
-                push(buf, s, y, Path::P2p)?;
-                Ok(At::Start(j as usize))
-            }
+    /// Writes the optimal schedule back to front into `buf`: walks the groups of the optimal
+    /// partition right to left and stretches every group of less than `n*` pages to `n*` pages,
+    /// into the cached pages on its left, or, for the first group, on its right and then its
+    /// left. In an optimal partition the cached pages between two groups hold both stretches
+    /// (Documentation/spin/sched.rst), so every group costs `phi` of its length.
+    fn emit(
+        &self,
+        n: u64,
+        slots: &[Slot],
+        k: usize,
+        buf: &mut SegmentBuf<'_>,
+    ) -> Result<(), SchedError> {
+        let mut groups = Back { slots, left: k };
+        let Some((mut ps, mut pe)) = groups.next_group()? else {
+            return push(buf, 0, n, Path::PageCache);
+        };
+        // Start of the interval written last, to the right of the group [ps, pe).
+        let mut right = n;
+        // Every step consumes a group; bound the loop anyway so that a bug cannot hang.
+        for _ in 0..=k {
+            let Some((qs, qe)) = groups.next_group()? else {
+                return self.emit_first(ps, pe, right, buf);
+            };
+            let need = self.nstar.saturating_sub(pe.saturating_sub(ps));
+            let x = ps.saturating_sub(need.min(ps.saturating_sub(qe)));
+            push(buf, pe, right, Path::PageCache)?;
+            push(buf, x, pe, Path::P2p)?;
+            right = x;
+            (ps, pe) = (qs, qe);
         }
+        Err(SchedError::Overflow)
     }
 
-    fn back_end(&self, i: usize, buf: &mut SegmentBuf<'_>) -> Result<At, SchedError> {
-        let sl = self.slot(i);
-        match sl.from_e {
-            EFrom::Long(j) | EFrom::Exact(j) => {
-                push(buf, self.slot(j as usize).s, sl.e, Path::P2p)?;
-                Ok(At::Start(j as usize))
-            }
-            EFrom::Minus => {
-                let x = sl.e.saturating_sub(self.nstar);
-                push(buf, x, sl.e, Path::P2p)?;
-                Ok(At::Chain {
-                    end: x,
-                    src: sl.from_m,
-                })
-            }
-            EFrom::None => Err(SchedError::Overflow),
-        }
+    /// Writes the first group `[ps, pe)`, stretched to `n*` pages into the cached pages up to
+    /// `right` and then to its left, and the page-cache segments around it.
+    fn emit_first(
+        &self,
+        ps: u64,
+        pe: u64,
+        right: u64,
+        buf: &mut SegmentBuf<'_>,
+    ) -> Result<(), SchedError> {
+        let need = self.nstar.saturating_sub(pe.saturating_sub(ps));
+        let r = need.min(right.saturating_sub(pe));
+        let l = need.saturating_sub(r).min(ps);
+        let (x, y) = (ps.saturating_sub(l), pe.saturating_add(r));
+        push(buf, y, right, Path::PageCache)?;
+        push(buf, x, y, Path::P2p)?;
+        push(buf, 0, x, Path::PageCache)
     }
 }
 
-/// Backtracking position.
-#[derive(Clone, Copy, Debug)]
-enum At {
-    Done,
-    Chain { end: u64, src: Src },
-    End(usize),
-    Start(usize),
+/// The moving part of the program.
+struct State<K> {
+    theta: u64,
+    sent: u64,
+    /// Least key of the runs that left the window, and its run.
+    pm: K,
+    pm_at: u32,
+    /// First run still in the window.
+    lo: usize,
+    /// `dp` of the runs processed so far.
+    dp: u64,
+}
+
+impl<K: Copy> State<K> {
+    /// Processes (merged) uncached run `t`, pages `[s, e)`; `slots` has at least `t + 2`
+    /// entries.
+    #[inline(always)]
+    fn step<R: Arith<Key = K>>(
+        &mut self,
+        ar: &R,
+        slots: &mut [Slot],
+        t: usize,
+        s: u64,
+        e: u64,
+    ) -> Option<()> {
+        {
+            let sl = slots.get_mut(t)?;
+            sl.prev = self.dp;
+            sl.s = s as u32;
+            sl.e = e as u32;
+        }
+        {
+            // Sentinel: s = e never leaves the window of run t, prev is above every cost.
+            let sl = slots.get_mut(t + 1)?;
+            sl.prev = self.sent;
+            sl.s = e as u32;
+        }
+        // Runs that start more than theta pages before e leave the window for good.
+        let limit = e.saturating_sub(self.theta);
+        let (mut lo, mut pm, mut pm_at) = (self.lo, self.pm, self.pm_at);
+        // The sentinel (s = e) stops the loop at slot t + 1 at the latest.
+        while let Some(w) = slots.get(lo) {
+            if u64::from(w.s) >= limit {
+                break;
+            }
+            let key = ar.key(w.prev, w.s.into());
+            if ar.key_less(key, pm) {
+                pm = key;
+                pm_at = lo as u32;
+            }
+            lo += 1;
+        }
+        // The window's first run has the least dp value in it (dp is non-decreasing).
+        let flat = ar.flat(slots.get(lo)?.prev);
+        let lin = ar.lin(pm, e);
+        let (v, from) = if lin < flat {
+            (lin, pm_at)
+        } else {
+            (flat, lo as u32)
+        };
+        slots.get_mut(t)?.from = from;
+        (self.lo, self.pm, self.pm_at, self.dp) = (lo, pm, pm_at, v);
+        Some(())
+    }
+}
+
+/// The arithmetic of the program. Costs (`dp`, candidates) are `u64`; a group from run `i`
+/// (first page `s_i`) to page `e` in the linear part of `phi` costs `dp[i-1] + B + delta * (e
+/// - s_i)`, and runs are compared by their key `dp[i-1] - delta * s_i`.
+trait Arith {
+    /// A key.
+    type Key: Copy;
+    /// The key of no run, above every key.
+    fn none(&self) -> Self::Key;
+    /// A cost above every candidate, for the sentinel slot.
+    fn sentinel(&self) -> u64;
+    /// The key of a run from `dp[i-1]` and its first page `s`.
+    fn key(&self, prev: u64, s: u64) -> Self::Key;
+    /// Whether key `x` is less than key `y`.
+    fn key_less(&self, x: Self::Key, y: Self::Key) -> bool;
+    /// The cost of the group from the run of key `pm` to page `e >= s`.
+    fn lin(&self, pm: Self::Key, e: u64) -> u64;
+    /// `dp[i-1] + A`: the cost of the group from run `i` in the flat part.
+    fn flat(&self, prev: u64) -> u64;
+}
+
+/// Plain `i64` arithmetic that cannot overflow when `M = A + B + delta * N <= i64::MAX / 4`:
+/// every `dp` is at most the cost of one group over everything, `phi(N) <= M`, keys lie in
+/// `[-M, M]`, candidates in `[0, 2 * M]`, and the sentinel `3 * M` plus any term stays below
+/// `4 * M`. Wrapping operations only spare the overflow checks that cannot fire.
+struct Exact {
+    flat: u64,
+    lin: u64,
+    delta: u64,
+    sent: u64,
+}
+
+impl Arith for Exact {
+    type Key = i64;
+    #[inline(always)]
+    fn none(&self) -> i64 {
+        self.sent as i64
+    }
+    #[inline(always)]
+    fn sentinel(&self) -> u64 {
+        self.sent
+    }
+    #[inline(always)]
+    fn key(&self, prev: u64, s: u64) -> i64 {
+        (prev as i64).wrapping_sub((self.delta as i64).wrapping_mul(s as i64))
+    }
+    #[inline(always)]
+    fn key_less(&self, x: i64, y: i64) -> bool {
+        x < y
+    }
+    #[inline(always)]
+    fn lin(&self, pm: i64, e: u64) -> u64 {
+        pm.wrapping_add(self.lin as i64)
+            .wrapping_add((self.delta as i64).wrapping_mul(e as i64)) as u64
+    }
+    #[inline(always)]
+    fn flat(&self, prev: u64) -> u64 {
+        prev.wrapping_add(self.flat)
+    }
+}
+
+/// Checked `u64` arithmetic for models outside the validated ranges: a key is the pair
+/// `(dp[i-1], s_i)`, compared without forming the (possibly negative) difference, and a cost
+/// that does not fit is `u64::MAX`. Exact whenever the optimum fits a `u64`: every `dp` is at
+/// most the optimum, and a candidate that does not fit cannot be it.
+struct Checked {
+    flat: u64,
+    lin: u64,
+    delta: u64,
+}
+
+impl Arith for Checked {
+    type Key = (u64, u64);
+    fn none(&self) -> (u64, u64) {
+        (INF, 0)
+    }
+    fn sentinel(&self) -> u64 {
+        INF
+    }
+    fn key(&self, prev: u64, s: u64) -> (u64, u64) {
+        (prev, s)
+    }
+    fn key_less(&self, (x, sx): (u64, u64), (y, sy): (u64, u64)) -> bool {
+        if y == INF {
+            return x != INF;
+        }
+        if x == INF {
+            return false;
+        }
+        // x - delta * sx < y - delta * sy
+        if sy >= sx {
+            // x + delta * (sy - sx) < y; a sum that does not fit is not less.
+            self.delta
+                .checked_mul(sy - sx)
+                .and_then(|d| d.checked_add(x))
+                .is_some_and(|l| l < y)
+        } else {
+            // x < y + delta * (sx - sy); a sum that does not fit is more.
+            self.delta
+                .checked_mul(sx - sy)
+                .and_then(|d| d.checked_add(y))
+                .is_none_or(|r| x < r)
+        }
+    }
+    fn lin(&self, (pm, s): (u64, u64), e: u64) -> u64 {
+        if pm == INF {
+            return INF;
+        }
+        self.delta
+            .checked_mul(e.saturating_sub(s))
+            .and_then(|d| d.checked_add(pm))
+            .and_then(|d| d.checked_add(self.lin))
+            .unwrap_or(INF)
+    }
+    fn flat(&self, prev: u64) -> u64 {
+        prev.checked_add(self.flat).unwrap_or(INF)
+    }
+}
+
+/// The groups of the optimal partition, right to left, as page ranges `[s, e)` from the first
+/// page of their first uncached run to the end of their last.
+struct Back<'a> {
+    slots: &'a [Slot],
+    /// Runs not yet consumed: the next group ends with run `left - 1`.
+    left: usize,
+}
+
+impl Back<'_> {
+    fn next_group(&mut self) -> Result<Option<(u64, u64)>, SchedError> {
+        let Some(j) = self.left.checked_sub(1) else {
+            return Ok(None);
+        };
+        let last = self.slots.get(j).ok_or(SchedError::Overflow)?;
+        let i = (last.from as usize).min(j);
+        let first = self.slots.get(i).ok_or(SchedError::Overflow)?;
+        self.left = i;
+        Ok(Some((first.s.into(), last.e.into())))
+    }
 }
 
 /// Pushes the segment `[from, to)` if it is not empty.
@@ -468,26 +565,4 @@ fn push(buf: &mut SegmentBuf<'_>, from: u64, to: u64, path: Path) -> Result<(), 
     let start = u32::try_from(from).map_err(|_| SchedError::Overflow)?;
     let len = u32::try_from(to - from).map_err(|_| SchedError::Overflow)?;
     buf.push(start, len, path)
-}
-
-/// Slot 0 is a virtual transfer start at page 0; slot `i >= 1` is the `i`-th uncached run.
-/// Positions fit an `i64`: requests have at most `u32::MAX` pages.
-fn fill_slots(runs: &Runs<'_>, slots: &mut [Slot], nstar: u64) {
-    let short = i64::try_from(nstar).ok().filter(|&n| n > 0);
-    let slot = |s: u64, e: u64, s_val: u64| Slot {
-        s,
-        e,
-        land: short.map_or(i64::MAX, |n| (s as i64).saturating_add(n)),
-        read: short.map_or(i64::MIN, |n| (e as i64).saturating_sub(n)),
-        s_val,
-        ..Slot::EMPTY
-    };
-    let mut it = slots.iter_mut();
-    if let Some(first) = it.next() {
-        *first = slot(0, 0, 0);
-    }
-    for (run, sl) in runs.iter().filter(|r| !r.cached).zip(it) {
-        let s = u64::from(run.start);
-        *sl = slot(s, s + u64::from(run.len), INF);
-    }
 }

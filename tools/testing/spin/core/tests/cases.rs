@@ -41,6 +41,8 @@ cases!(
     optimal_extends_into_cached_run,
     optimal_matches_page_reference,
     optimal_reports_small_buffers,
+    optimal_bridges_short_gaps,
+    optimal_exact_beyond_validated_ranges,
     overlap_splits_cached_request,
     overlap_not_worse_than_additive,
 );

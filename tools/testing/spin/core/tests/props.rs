@@ -55,6 +55,27 @@ fn reference(bits: &[bool], m: &Model) -> u64 {
     dp[n]
 }
 
+/// [`reference`] with saturating sums, for models whose costs may not fit a `u64`; exact
+/// whenever the optimum fits (every prefix of the optimal schedule costs at most the optimum).
+fn reference_sat(bits: &[bool], m: &Model) -> u64 {
+    let n = bits.len();
+    let mut dp = vec![u64::MAX; n + 1];
+    dp[0] = 0;
+    for i in 1..=n {
+        let mut cached = true;
+        for j in (0..i).rev() {
+            cached &= bits[j];
+            let len = (i - j) as u64;
+            let mut c = dp[j].saturating_add(m.t_p2p(len));
+            if cached {
+                c = c.min(dp[j].saturating_add(m.t_pc(len)));
+            }
+            dp[i] = dp[i].min(c);
+        }
+    }
+    dp[n]
+}
+
 fn runs_of<'a>(bits: &[bool], buf: &'a mut Vec<u32>) -> Runs<'a> {
     assert!(!bits.is_empty());
     buf.clear();
@@ -70,6 +91,35 @@ fn model() -> impl Strategy<Value = Model> {
         let b = a * n0 + r % a;
         Model::from_terms(b + 1 + extra, a, b, pc).unwrap()
     })
+}
+
+/// Models at the edges of the exact scheduler: `c = b` (the hinge at its consistency limit, no
+/// gap bridged for free), `a = pc` (one P2P page costs a copied one), and terms of 2^57 to 2^62
+/// ps, beyond the validated ranges (its checked-arithmetic fallback).
+fn edge_model() -> impl Strategy<Value = Model> {
+    prop_oneof![
+        (1u64..40, 0u64..8, 0u64..40, 1u64..60).prop_map(|(a, n0, r, pc)| {
+            let b = a * n0 + r % a;
+            Model::from_terms(b, a, b, pc.min(a)).unwrap()
+        }),
+        (1u64..40, 0u64..8, 0u64..40, 0u64..300).prop_map(|(a, n0, r, extra)| {
+            let b = a * n0 + r % a;
+            Model::from_terms(b + extra, a, b, a).unwrap()
+        }),
+        (
+            0u64..1 << 57,
+            2u64..10,
+            any::<u64>(),
+            0u32..40,
+            any::<u64>()
+        )
+            .prop_map(|(a0, n0, r, shift, pc)| {
+                let a = (1u64 << 57) + a0;
+                let b = a * n0 + r % a;
+                let c = (b + ((1u64 << 59) >> shift)).max(1 << 61);
+                Model::from_terms(c, a, b, 1 + pc % a).unwrap()
+            }),
+    ]
 }
 
 /// Device parameters in kernel units, consistent by construction.
@@ -164,6 +214,26 @@ proptest! {
         prop_assert!(segs.len() <= runs.max_segments());
         prop_assert_eq!(cost, additive_cost(&m, &segs));
         prop_assert_eq!(cost, reference(&bits, &m));
+    }
+
+    /// The exact scheduler equals the page-level reference on the edge models, or reports an
+    /// overflow exactly when the optimum does not fit a `u64`.
+    #[test]
+    fn optimal_equals_reference_edge_models(m in edge_model(), bits in bitmap(300)) {
+        let bits = if m.c() > 1 << 60 { &bits[..bits.len().min(30)] } else { &bits[..] };
+        let mut buf = Vec::new();
+        let runs = runs_of(bits, &mut buf);
+        let mut out = vec![Segment::EMPTY; runs.max_segments()];
+        let mut ws = vec![Slot::EMPTY; scratch_len(&runs)];
+        let best = reference_sat(bits, &m);
+        match optimal_model(&m, &runs, &mut out, &mut ws) {
+            Ok(s) => {
+                check_valid(&runs, s.segments);
+                prop_assert_eq!(s.cost, additive_cost(&m, s.segments));
+                prop_assert_eq!(s.cost, best);
+            }
+            Err(e) => prop_assert!(best == u64::MAX, "{:?} with optimum {}", e, best),
+        }
     }
 
     /// With real device parameters: all schedulers produce valid schedules with the cost they
