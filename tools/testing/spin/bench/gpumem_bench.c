@@ -4,7 +4,8 @@
  *
  * 1. struct page memory per GiB of registered BAR: MemFree with p2pdma_bar
  *    bound to the stand-in GPU and after it unbinds (the p2pdma teardown frees
- *    the BAR's vmemmap), three times; the median difference per GiB of BAR.
+ *    the BAR's vmemmap), three times. Unrelated frees in between can only add
+ *    to the difference, so the smallest of the three is the estimate.
  * 2. O_DIRECT read throughput from the raw NVMe namespace into GPU memory and
  *    into host memory, alternating, same run: MiB/s and the ratio.
  * 3. The memory type of the user mapping, from the page-table dump
@@ -179,18 +180,19 @@ int main(void)
 	printf("## GPU memory as a dma-buf: measured in one guest run\n\n");
 	printf("| what | measured |\n| --- | --- |\n");
 	printf("| registered BAR | %lld MiB (%s BAR%d) |\n", bar_bytes >> 20, bdf, SPIN_GPU_BAR);
-	printf("| MemFree gained when p2pdma_bar unbinds (median of 3) | %lld kB (runs: %lld, %lld, %lld kB) |\n",
-	       delta[1], delta[0], delta[1], delta[2]);
+	printf("| MemFree gained when p2pdma_bar unbinds (least of 3) | %lld kB (runs: %lld, %lld, %lld kB) |\n",
+	       delta[0], delta[0], delta[1], delta[2]);
 	printf("| struct page memory per GiB of BAR | %.1f MiB (64 B per 4 KiB page: 16 MiB) |\n",
-	       bar_bytes > 0 ? delta[1] / 1024.0 / (bar_bytes / (double)(1 << 30)) : -1.0);
+	       bar_bytes > 0 ? delta[0] / 1024.0 / (bar_bytes / (double)(1 << 30)) : -1.0);
 	printf("| ... for an 80 GB H100 at that rate | %.2f GB |\n",
-	       bar_bytes > 0 ? delta[1] * 1024.0 / bar_bytes * 80 : -1.0);
+	       bar_bytes > 0 ? delta[0] * 1024.0 / bar_bytes * 80 : -1.0);
 	printf("| O_DIRECT 1 MiB reads into GPU memory | %.0f MiB/s (%.0f, %.0f, %.0f) |\n", g,
 	       gpu_rate[0], gpu_rate[1], gpu_rate[2]);
 	printf("| O_DIRECT 1 MiB reads into host memory | %.0f MiB/s (%.0f, %.0f, %.0f) |\n", h,
 	       host_rate[0], host_rate[1], host_rate[2]);
 	printf("| ratio GPU / host | %.2f |\n", g / h);
-	printf("| user mapping, page-table dump | %s |\n", flags);
+	printf("| user mapping, page-table dump | %s (x86: PWT alone = PAT entry 1 = write-combining) |\n",
+	       flags);
 	printf("\nEmulator figures (QEMU TCG, the BAR is host RAM): compare ratios only.\n");
 	printf("%s - gpumem_bench completed\n", g > 0 && h > 0 ? "ok" : "not ok");
 	return 0;
