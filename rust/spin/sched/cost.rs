@@ -19,8 +19,9 @@
 //! page-cache time per page, each rounded to the nearest picosecond once, when the model is
 //! derived. Because the per-page rates are integers the cost is exactly linear above the cutoff,
 //! which the exact scheduler relies on; rounding a rate changes it by at most 0.5 ps per page,
-//! a relative error below 1.3e-5 for 4 KiB pages at up to 100 GB/s. `b` is kept in `[(cut - 1) * a, cut * a]` with
-//! `cut = ceil(S_cutoff / page_size)`, so the hinge lies where Eq. 1 puts it.
+//! a relative error below 1.3e-5 for 4 KiB pages at up to 100 GB/s. `b` is kept in
+//! `[(cut - 1) * a, cut * a]` with `cut = ceil(S_cutoff / page_size)`, so the hinge lies where
+//! Eq. 1 puts it.
 
 /// Picoseconds, the time unit of every cost computed by the schedulers.
 pub type Picos = u64;

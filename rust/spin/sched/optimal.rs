@@ -314,7 +314,7 @@ impl Shape {
     ) -> Result<(), SchedError> {
         let mut groups = Back { slots, left: k };
         let Some((mut ps, mut pe)) = groups.next_group()? else {
-            return push(buf, 0, n, Path::PageCache);
+            return buf.push_range(0, n, Path::PageCache);
         };
         // Start of the interval written last, to the right of the group [ps, pe).
         let mut right = n;
@@ -325,8 +325,8 @@ impl Shape {
             };
             let need = self.nstar.saturating_sub(pe.saturating_sub(ps));
             let x = ps.saturating_sub(need.min(ps.saturating_sub(qe)));
-            push(buf, pe, right, Path::PageCache)?;
-            push(buf, x, pe, Path::P2p)?;
+            buf.push_range(pe, right, Path::PageCache)?;
+            buf.push_range(x, pe, Path::P2p)?;
             right = x;
             (ps, pe) = (qs, qe);
         }
@@ -346,9 +346,9 @@ impl Shape {
         let r = need.min(right.saturating_sub(pe));
         let l = need.saturating_sub(r).min(ps);
         let (x, y) = (ps.saturating_sub(l), pe.saturating_add(r));
-        push(buf, y, right, Path::PageCache)?;
-        push(buf, x, y, Path::P2p)?;
-        push(buf, 0, x, Path::PageCache)
+        buf.push_range(y, right, Path::PageCache)?;
+        buf.push_range(x, y, Path::P2p)?;
+        buf.push_range(0, x, Path::PageCache)
     }
 }
 
@@ -555,14 +555,4 @@ impl Back<'_> {
         self.left = i;
         Ok(Some((first.s.into(), last.e.into())))
     }
-}
-
-/// Pushes the segment `[from, to)` if it is not empty.
-fn push(buf: &mut SegmentBuf<'_>, from: u64, to: u64, path: Path) -> Result<(), SchedError> {
-    if to <= from {
-        return Ok(());
-    }
-    let start = u32::try_from(from).map_err(|_| SchedError::Overflow)?;
-    let len = u32::try_from(to - from).map_err(|_| SchedError::Overflow)?;
-    buf.push(start, len, path)
 }

@@ -377,10 +377,10 @@ impl<'a, 'r> Ctx<'a, 'r> {
         }
         let mut buf = SegmentBuf::new(out);
         match cand {
-            Cand::AllPc => push(&mut buf, 0, self.n, Path::PageCache)?,
+            Cand::AllPc => buf.push_range(0, self.n, Path::PageCache)?,
             Cand::Prefix(len) => {
-                push(&mut buf, 0, len, Path::P2p)?;
-                push(&mut buf, len, self.n, Path::PageCache)?;
+                buf.push_range(0, len, Path::P2p)?;
+                buf.push_range(len, self.n, Path::PageCache)?;
             }
             Cand::Split { th, free, paid } => self.write_split(th, free, paid, &mut buf)?,
             Cand::Weighted(..) => {}
@@ -414,9 +414,9 @@ impl<'a, 'r> Ctx<'a, 'r> {
             paid_budget -= paid_left;
             left -= paid_left;
             if let Some((s, e)) = pending.take() {
-                push(buf, s, e, Path::P2p)?;
+                buf.push_range(s, e, Path::P2p)?;
             }
-            push(buf, gap_start, gap_start + left, Path::PageCache)?;
+            buf.push_range(gap_start, gap_start + left, Path::PageCache)?;
             let x = from_left + paid_left;
             pending = Some((g.start - x, g.end + from_right));
             gap_start = g.end + from_right;
@@ -425,8 +425,8 @@ impl<'a, 'r> Ctx<'a, 'r> {
         // Paid growth may also take the trailing cached run.
         if let Some((s, e)) = pending {
             let extra = paid_budget.min(left);
-            push(buf, s, e + extra, Path::P2p)?;
-            push(buf, e + extra, self.n, Path::PageCache)?;
+            buf.push_range(s, e + extra, Path::P2p)?;
+            buf.push_range(e + extra, self.n, Path::PageCache)?;
         }
         Ok(())
     }
@@ -449,14 +449,4 @@ impl<'a, 'r> Ctx<'a, 'r> {
             bound: bound.min(cost),
         })
     }
-}
-
-/// Pushes `[from, to)` if it is not empty.
-fn push(buf: &mut SegmentBuf<'_>, from: u64, to: u64, path: Path) -> Result<(), SchedError> {
-    if to <= from {
-        return Ok(());
-    }
-    let start = u32::try_from(from).map_err(|_| SchedError::Overflow)?;
-    let len = u32::try_from(to - from).map_err(|_| SchedError::Overflow)?;
-    buf.push(start, len, path)
 }

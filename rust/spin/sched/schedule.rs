@@ -99,6 +99,16 @@ impl<'a> SegmentBuf<'a> {
         Ok(())
     }
 
+    /// Appends the segment of pages `[from, to)`; an empty range is dropped.
+    pub fn push_range(&mut self, from: u64, to: u64, path: Path) -> Result<(), SchedError> {
+        if to <= from {
+            return Ok(());
+        }
+        let start = u32::try_from(from).map_err(|_| SchedError::Overflow)?;
+        let len = u32::try_from(to - from).map_err(|_| SchedError::Overflow)?;
+        self.push(start, len, path)
+    }
+
     /// Number of segments written so far.
     pub fn len(&self) -> usize {
         self.used
