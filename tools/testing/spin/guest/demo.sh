@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 # The `make run` demo, in the guest. Output goes to the host's terminal.
 sysattr() { cat "$1" 2>/dev/null || echo "?"; }
-nvme_dev() { # the namespace of the NVMe device with serial $1
+nvme_dev() { # the namespace of the NVMe device with serial $1 (sysfs pads serials)
 	for b in /sys/block/nvme*; do
-		[ -e "/dev/${b##*/}" ] && [ "$(sysattr "$b/device/serial")" = "$1" ] && echo "/dev/${b##*/}"
+		[ -e "/dev/${b##*/}" ] && [ "$(sysattr "$b/device/serial" | tr -d ' ')" = "$1" ] &&
+			echo "/dev/${b##*/}"
 	done
 }
 
@@ -37,7 +38,10 @@ echo
 echo "-- GPU memory as a dma-buf: an unmodified pread() from NVMe into it"
 dev=$(nvme_dev spin-nvme0)
 mkdir -p /mnt/demo
-mkfs.ext4 -q -F "$dev" && mount -t ext4 "$dev" /mnt/demo
+if [ -z "$dev" ] || ! mkfs.ext4 -q -F "$dev" || ! mount -t ext4 "$dev" /mnt/demo; then
+	echo "not ok - no ext4 on spin-nvme0 (device '$dev')"
+	exit 1
+fi
 dd if=/dev/urandom of=/mnt/demo/data bs=1M count=48 2>/dev/null
 sync
 echo 3 > /proc/sys/vm/drop_caches
