@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,7 +65,7 @@ int main(void)
 	pid_t pid;
 
 	ksft_print_header();
-	ksft_set_plan(20);
+	ksft_set_plan(21);
 
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
@@ -73,6 +74,14 @@ int main(void)
 		ksft_exit_fail_msg("no dma-buf heap for %s: %s\n", gpu, strerror(errno));
 	avail0 = p2pmem_available();
 	ksft_print_msg("GPU %s: %lld bytes of p2pmem available\n", gpu, avail0);
+	{
+		char node[PATH_MAX + 32];
+		struct stat st;
+
+		snprintf(node, sizeof(node), "/dev/dma_heap/p2p-%s", strrchr(gpu, '/') + 1);
+		ksft_test_result(!stat(node, &st) && (st.st_mode & 0777) == 0600 && st.st_uid == 0,
+				 "%s is root-only (mode %o)\n", node, st.st_mode & 0777);
+	}
 
 	/* 1-3: allocate, map, CPU stores reach GPU memory, GPU writes reach the CPU. */
 	fd = spin_heap_alloc(heap, 4 * MiB, O_RDWR | O_CLOEXEC, 0);

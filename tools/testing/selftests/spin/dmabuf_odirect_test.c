@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,7 +144,7 @@ int main(void)
 	ssize_t n;
 
 	ksft_print_header();
-	ksft_set_plan(9);
+	ksft_set_plan(10);
 
 	if (spin_gpu_find(gpu, sizeof(gpu)) ||
 	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
@@ -182,23 +183,35 @@ int main(void)
 			 "xfs: buffered pread of 3 MiB + 5 B at an odd offset into GPU memory (%s)\n",
 			 why);
 	close(fd);
+	/* O_DIRECT preadv: one iovec in host memory, one in GPU memory. */
+	fd = open("/mnt/xfs/data", O_RDONLY | O_DIRECT);
+	{
+		uint8_t *host = spin_alloc_aligned(MiB);
+		struct iovec iov[2] = { { host, MiB }, { p + 2 * MiB, 2 * MiB } };
+
+		n = preadv(fd, iov, 2, 4 * MiB);
+		ksft_test_result(n == (ssize_t)(3 * MiB) &&
+				 spin_pattern_check(host, 4 * MiB, MiB, 32) < 0 &&
+				 !spin_gpu_check(gpu, p + 2 * MiB, 2 * MiB, 32, 5 * MiB, why,
+						 sizeof(why)),
+				 "O_DIRECT preadv mixing host and GPU memory: %zd (%s)\n", n, why);
+		free(host);
+	}
+	close(fd);
 	munmap(p, BUF_LEN);
 	close(buf);
 
-	/* The same provider through upstream's p2pmem/allocate. */
+	/* The same provider through upstream's p2pmem/allocate: the whole matrix. */
 	snprintf(path, sizeof(path), "%s/p2pmem/allocate", gpu);
 	buf = open(path, O_RDWR);
-	q = buf < 0 ? MAP_FAILED : mmap(NULL, 8 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	q = buf < 0 ? MAP_FAILED : mmap(NULL, BUF_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	if (q == MAP_FAILED)
+		ksft_exit_fail_msg("mmap p2pmem/allocate: %s\n", strerror(errno));
 	fd = open("/mnt/ext4/data", O_RDONLY | O_DIRECT);
-	n = q == MAP_FAILED ? -1 : pread(fd, q, 8 * MiB, MiB);
-	ksft_test_result(n == (ssize_t)(8 * MiB) &&
-			 !spin_gpu_check(gpu, q, 8 * MiB, 32, MiB, why, sizeof(why)),
-			 "p2pmem/allocate of the GPU: O_DIRECT pread of 8 MiB (%s)\n", why);
+	read_matrix("ext4 into p2pmem/allocate", fd, q, 32);
 	close(fd);
-	if (q != MAP_FAILED)
-		munmap(q, 8 * MiB);
-	if (buf >= 0)
-		close(buf);
+	munmap(q, BUF_LEN);
+	close(buf);
 
 	/* fio writes and verifies (crc32c) with its buffers in GPU memory. */
 	snprintf(cmd, sizeof(cmd), "fio %s --iomem=mmapshared:%s %s >/tmp/fio.log 2>&1", fio_job,
