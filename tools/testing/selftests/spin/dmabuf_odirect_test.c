@@ -95,7 +95,7 @@ static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t see
 static void write_back(const char *what, int fd, uint8_t *gpu_buf)
 {
 	uint8_t *host = spin_alloc_aligned(8 * MiB);
-	off_t off = 9 * MiB;
+	off_t off = DATA_LEN;	/* past the pattern the read matrices check */
 	ssize_t put = -1, got = -1, bad = -2;
 
 	if (!spin_gpu_fill(gpu, gpu_buf, 8 * MiB, 41, off)) {
