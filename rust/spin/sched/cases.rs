@@ -355,17 +355,23 @@ pub fn optimal_matches_page_reference() -> Result<(), CaseError> {
         (0xF0F0_F0F0_F0F0_F0F0, 64),
         (0x8421_0842_1084_2108, 64),
     ];
-    for (bits, n) in patterns {
+    matches_reference(&m, &patterns)
+}
+
+/// The exact scheduler on each residency bitmap `(bits, n)` (page `i` cached if bit `i` is set):
+/// a valid schedule whose reported cost is real and equals the page-level reference.
+fn matches_reference(m: &Model, patterns: &[(u64, usize)]) -> Result<(), CaseError> {
+    for &(bits, n) in patterns {
         let mut lens = [0u32; 64];
         let mut b = RunsBuilder::new(&mut lens);
         ok!(b.push_bits((0..n).map(|i| bits >> i & 1 == 1)));
         let runs = ok!(b.finish());
         let mut out = [Segment::EMPTY; 65];
         let mut ws = [Slot::EMPTY; 33];
-        let s = ok!(super::optimal::optimal_model(&m, &runs, &mut out, &mut ws));
+        let s = ok!(super::optimal::optimal_model(m, &runs, &mut out, &mut ws));
         check!(check_schedule(&runs, s.segments).is_ok());
-        check!(s.cost == additive_cost(&m, s.segments));
-        check!(s.cost == reference(&m, bits, n));
+        check!(s.cost == additive_cost(m, s.segments));
+        check!(s.cost == reference(m, bits, n));
     }
     Ok(())
 }
@@ -425,19 +431,7 @@ pub fn optimal_exact_beyond_validated_ranges() -> Result<(), CaseError> {
         (0x0FFF_FFFF_FFFF_F0F0, 64),
         (0x00FF_FF0F_FFFF_FF00, 64),
     ];
-    for (bits, n) in patterns {
-        let mut lens = [0u32; 64];
-        let mut b = RunsBuilder::new(&mut lens);
-        ok!(b.push_bits((0..n).map(|i| bits >> i & 1 == 1)));
-        let runs = ok!(b.finish());
-        let mut out = [Segment::EMPTY; 65];
-        let mut ws = [Slot::EMPTY; 33];
-        let s = ok!(super::optimal::optimal_model(&m, &runs, &mut out, &mut ws));
-        check!(check_schedule(&runs, s.segments).is_ok());
-        check!(s.cost == additive_cost(&m, s.segments));
-        check!(s.cost == reference(&m, bits, n));
-    }
-    Ok(())
+    matches_reference(&m, &patterns)
 }
 
 /// A fully cached 8 MB request under Gen4: copying takes 839 us, one P2P 1350 us; letting the

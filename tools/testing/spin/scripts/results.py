@@ -71,7 +71,6 @@ def parse_tap(prefix, lines, res):
     top = {}
     stack_names = {}
     leaves = 0
-    suite_ok = True
     for line in lines:
         m = PLAN.match(line)
         if m:
@@ -101,7 +100,6 @@ def parse_tap(prefix, lines, res):
             full = f"{prefix}/{parent}.{name}" if parent and parent != name else f"{prefix}/{name}"
             res.add(full, ok, "" if ok else (directive or status))
         elif not ok:
-            suite_ok = False
             res.add(f"{prefix}/{name} (suite)", False, directive or "not ok")
     if leaves == 0:
         res.add(prefix, False, "no test results")
@@ -109,7 +107,6 @@ def parse_tap(prefix, lines, res):
     if outer is not None and top.get(outer, 0) != plans[outer]:
         res.add(f"{prefix} (plan)", False,
                 f"planned {plans[outer]} results, got {top.get(outer, 0)}")
-    return suite_ok
 
 
 def parse(results_path, console_path, mode, timed_out=False, timeout=0):
