@@ -341,18 +341,29 @@ long long spin_pci_bar_start(const char *pcidir, int bar)
 	return start;
 }
 
-/* Physical address behind @addr in this process (root only: /proc/self/pagemap). */
+/*
+ * Physical address behind @addr in this process (root only: /proc/self/pagemap).
+ * The pagemap stays open, per process: a forked child opens its own.
+ */
 long long spin_virt_to_phys(const void *addr)
 {
+	static int fd = -1;
+	static pid_t pid;
 	uint64_t entry, page = sysconf(_SC_PAGESIZE);
 	uintptr_t va = (uintptr_t)addr;
-	int fd = open("/proc/self/pagemap", O_RDONLY);
 	ssize_t n;
 
+	if (fd >= 0 && pid != getpid()) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0) {
+		fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+		pid = getpid();
+	}
 	if (fd < 0)
 		return -1;
 	n = pread(fd, &entry, sizeof(entry), (va / page) * sizeof(entry));
-	close(fd);
 	if (n != sizeof(entry) || !(entry & (1ULL << 63)))
 		return -1;	/* not present */
 	entry &= (1ULL << 55) - 1;
@@ -441,6 +452,53 @@ int spin_gpu_fill(const char *pcidir, const void *addr, size_t len, uint64_t see
 	struct gpu_op op = { "FILL", seed, poff, NULL, 0 };
 
 	return gpu_runs(pcidir, addr, len, gpu_op_run, &op);
+}
+
+struct gpu_cmp {
+	const uint8_t *want;
+	char *why;
+	size_t whylen;
+};
+
+static int gpu_cmp_run(uint64_t bar_off, size_t len, uint64_t at, void *arg)
+{
+	struct gpu_cmp *c = arg;
+	uint32_t want = spin_crc32(0, c->want + at, len);
+	unsigned int got;
+	char reply[128];
+
+	if (spin_agent(reply, sizeof(reply), "CRC %llu %zu", (unsigned long long)bar_off,
+		       len) || sscanf(reply, "OK %x", &got) != 1) {
+		if (c->why)
+			snprintf(c->why, c->whylen, "CRC %llu+%zu: %s",
+				 (unsigned long long)bar_off, len, reply);
+		return -EIO;
+	}
+	if (got != want) {
+		if (c->why)
+			snprintf(c->why, c->whylen,
+				 "bytes %llu..%llu: host CRC-32 %08x, expected %08x",
+				 (unsigned long long)at, (unsigned long long)(at + len), got,
+				 want);
+		return -EILSEQ;
+	}
+	return 0;
+}
+
+/*
+ * Ask the host whether the GPU memory behind [@addr, @addr + @len) holds the
+ * @len bytes at @want: one CRC-32 per physically contiguous run, computed by
+ * the host. With @want == @addr: whether the host sees what this CPU reads
+ * through the mapping. 0 if it does; otherwise @why says where it does not.
+ */
+int spin_gpu_compare(const char *pcidir, const void *addr, size_t len, const void *want,
+		     char *why, size_t whylen)
+{
+	struct gpu_cmp c = { want, why, whylen };
+
+	if (why)
+		snprintf(why, whylen, "ok");
+	return gpu_runs(pcidir, addr, len, gpu_cmp_run, &c);
 }
 
 /* Open the DMA-BUF heap of the p2pdma provider at sysfs dir @pcidir. */

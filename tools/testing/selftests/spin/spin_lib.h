@@ -37,6 +37,8 @@ int spin_gpu_check(const char *pcidir, const void *addr, size_t len, uint64_t se
 		   uint64_t poff, char *why, size_t whylen);
 int spin_gpu_fill(const char *pcidir, const void *addr, size_t len, uint64_t seed,
 		  uint64_t poff);
+int spin_gpu_compare(const char *pcidir, const void *addr, size_t len, const void *want,
+		     char *why, size_t whylen);
 
 int spin_heap_open(const char *pcidir);
 int spin_heap_alloc(int heap, size_t len, unsigned int fd_flags, unsigned long long heap_flags);
