@@ -15,7 +15,7 @@ mod tests {
     use kernel::prelude::*;
 
     /// Number of wrappers below; must equal `cases::CASES.len()`.
-    const WRAPPED: usize = 19;
+    const WRAPPED: usize = 22;
 
     /// Logs where a case failed; KTAP names the case.
     fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
@@ -126,5 +126,20 @@ mod tests {
     #[test]
     fn overlap_not_worse_than_additive() -> Result<(), CaseError> {
         report(cases::overlap_not_worse_than_additive())
+    }
+
+    #[test]
+    fn plan_window_rounds_inwards() -> Result<(), CaseError> {
+        report(cases::plan_window_rounds_inwards())
+    }
+
+    #[test]
+    fn plan_bitmap_to_runs() -> Result<(), CaseError> {
+        report(cases::plan_bitmap_to_runs())
+    }
+
+    #[test]
+    fn plan_legs_cover_the_request() -> Result<(), CaseError> {
+        report(cases::plan_legs_cover_the_request())
     }
 }

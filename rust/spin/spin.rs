@@ -13,10 +13,13 @@
 //!   the same source is compiled into the host crate under `tools/testing/spin/core`.
 //! - `exporter`: GPU memory as dma-bufs, one DMA-BUF heap `/dev/dma_heap/p2p-<bdf>` per PCI
 //!   device with published p2pdma memory.
+//! - `router`: buffered reads into that memory, split per request between page-cache copies and
+//!   P2P direct I/O; `/sys/kernel/spin` and `/sys/block/<disk>/spin`.
 //!
 //! See `Documentation/spin/index.rst`.
 
 mod exporter;
+mod router;
 pub mod sched;
 
 #[cfg(CONFIG_SPIN_KUNIT_TEST)]
@@ -44,6 +47,7 @@ impl kernel::Module for Spin {
             !cfg!(MODULE),
             kernel::page::PAGE_SIZE
         );
+        router::init()?;
         Ok(Spin {
             _exporter: exporter::Exporter::new()?,
         })

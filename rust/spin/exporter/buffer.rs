@@ -9,11 +9,12 @@
 //! the last of them is gone.
 
 use super::{policy, provider::Provider};
+use crate::router::RouteKey;
 use kernel::{
     dma::DataDirection,
     dma_buf::{self, Attachment, DmaBuf, Fault, SgTableMapping},
     mm::{
-        virt::{VmaMixedMap, VmaNew},
+        virt::{VmaMixedMap, VmaNew, VmaRef},
         Mm,
     },
     new_mutex,
@@ -112,13 +113,25 @@ fn insert_pages(
 pub(super) struct Buffer {
     shared: Arc<BufferShared>,
     provider: Arc<Provider>,
+    /// Reads are looked at by the router while any buffer exists.
+    _route: RouteKey,
 }
 
 impl Buffer {
     /// Returns the object of a new dma-buf of `shared`, allocated from `provider`.
     pub(super) fn new(shared: Arc<BufferShared>, provider: Arc<Provider>) -> Self {
-        Self { shared, provider }
+        Self {
+            shared,
+            provider,
+            _route: RouteKey::get(),
+        }
     }
+}
+
+/// Returns the provider of the GPU memory behind `vma` if it is a user mapping of a spin
+/// buffer, for the router.
+pub(crate) fn mapping_provider(vma: &VmaRef) -> Option<ARef<pci::Device>> {
+    dma_buf::vma_exporter_data::<Buffer>(vma).map(|buffer| buffer.shared.pdev.clone())
 }
 
 impl Drop for Buffer {

@@ -48,6 +48,7 @@ mod import_check;
 mod policy;
 mod provider;
 
+pub(crate) use buffer::mapping_provider;
 use import_check::ImportCheck;
 use kernel::{
     debugfs::{Dir, File},

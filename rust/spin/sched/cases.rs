@@ -12,6 +12,7 @@ use super::cost::{Model, ParamError, Params};
 use super::greedy::greedy;
 use super::optimal::{optimal, Slot};
 use super::overlap::overlap;
+use super::plan::{self, Leg, PlanError, Window};
 use super::released::{keeps, released};
 use super::runs::{Runs, RunsBuilder, RunsError};
 use super::schedule::{
@@ -105,6 +106,9 @@ pub const CASES: &[Case] = &[
         "overlap_not_worse_than_additive",
         overlap_not_worse_than_additive,
     ),
+    ("plan_window_rounds_inwards", plan_window_rounds_inwards),
+    ("plan_bitmap_to_runs", plan_bitmap_to_runs),
+    ("plan_legs_cover_the_request", plan_legs_cover_the_request),
 ];
 
 fn gen4() -> Result<Params, CaseError> {
@@ -480,5 +484,117 @@ pub fn overlap_not_worse_than_additive() -> Result<(), CaseError> {
     check!(o.schedule.cost == makespan(&m, o.schedule.segments));
     check!(o.schedule.cost <= add_makespan && o.schedule.cost <= g_makespan);
     check!(o.bound <= o.schedule.cost);
+    Ok(())
+}
+
+/// The P2P window is the request rounded inwards to the alignment; no whole block, no window.
+pub fn plan_window_rounds_inwards() -> Result<(), CaseError> {
+    check!(ok!(plan::window(0, 1, 512, 4096)).is_none());
+    check!(ok!(plan::window(100, 900, 512, 4096)).is_none());
+    check!(ok!(plan::window(0, 0, 512, 4096)).is_none());
+    let w = ok!(plan::window(100, 8192, 512, 4096));
+    check!(
+        w == Some(Window {
+            start: 512,
+            end: 8192,
+            first_page: 0,
+            pages: 2
+        })
+    );
+    // A window starting mid-page touches that page; an aligned end does not touch the next.
+    let w = ok!(plan::window(4096 + 512, 8192, 512, 4096));
+    check!(
+        w == Some(Window {
+            start: 4608,
+            end: 12800,
+            first_page: 1,
+            pages: 3
+        })
+    );
+    let w = ok!(plan::window(8192, 8192, 4096, 4096));
+    check!(w.is_some_and(|w| w.first_page == 2 && w.pages == 2));
+    check!(plan::window(0, 1, 3, 4096) == Err(PlanError::Geometry));
+    check!(plan::window(0, 1, 8192, 4096) == Err(PlanError::Geometry));
+    check!(plan::window(u64::MAX, 2, 512, 4096) == Err(PlanError::Overflow));
+    Ok(())
+}
+
+/// A kernel bitmap becomes the runs of its bits, across word boundaries.
+pub fn plan_bitmap_to_runs() -> Result<(), CaseError> {
+    const B: u32 = usize::BITS;
+    // Bits 0-2 set, 3-(B+4) clear, B+5.. set up to 2B+3 (exclusive end 2B+4).
+    let words: [usize; 3] = [0b111, !0 << 5, 0b1111];
+    let mut buf = [0u32; 8];
+    let mut b = RunsBuilder::new(&mut buf);
+    ok!(plan::push_bitmap(&mut b, &words, 2 * B + 4));
+    let runs = ok!(b.finish());
+    check!(runs.first_cached());
+    check!(runs.lens() == [3, B + 2, B - 1]);
+    // Past nbits nothing is read; a short bitmap is an error, not a panic.
+    let mut buf = [0u32; 8];
+    let mut b = RunsBuilder::new(&mut buf);
+    check!(plan::push_bitmap(&mut b, &words[..1], B + 1) == Err(RunsError::Full));
+    let mut buf = [0u32; 2];
+    let mut b = RunsBuilder::new(&mut buf);
+    ok!(plan::push_bitmap(&mut b, &[0usize], 7));
+    let runs = ok!(b.finish());
+    check!(!runs.first_cached() && runs.lens() == [7]);
+    Ok(())
+}
+
+/// Legs cover the request once and in order, P2P legs are aligned and inside the window, and
+/// neighbours of the same path merge.
+pub fn plan_legs_cover_the_request() -> Result<(), CaseError> {
+    let (pos, len) = (1000u64, 5 * 4096u64);
+    let w = ok!(plan::window(pos, len, 512, 4096));
+    let wr = ok!(w.ok_or(()));
+    check!(wr.pages == 6);
+    // Pages: P2P [0,2), cache [2,3), P2P [3,6).
+    let segs = [
+        Segment {
+            start: 0,
+            len: 2,
+            path: Path::P2p,
+        },
+        Segment {
+            start: 2,
+            len: 1,
+            path: Path::PageCache,
+        },
+        Segment {
+            start: 3,
+            len: 3,
+            path: Path::P2p,
+        },
+    ];
+    let mut out = [Leg::EMPTY; 5];
+    let n = ok!(plan::legs(pos, len, w.as_ref(), &segs, 4096, &mut out));
+    let got = &out[..n];
+    check!(n == 5);
+    check!(got[0] == Leg { off: 0, len: 24, path: Path::PageCache });
+    check!(got[1] == Leg { off: 24, len: 8192 - 1024, path: Path::P2p });
+    check!(got[2] == Leg { off: 8192 - 1000, len: 4096, path: Path::PageCache });
+    check!(got[3].path == Path::P2p && got[3].off + pos == 12288);
+    check!(got[4].path == Path::PageCache);
+    let mut next = 0;
+    for leg in got {
+        check!(leg.off == next && leg.len > 0);
+        if leg.path == Path::P2p {
+            check!((pos + leg.off) % 512 == 0 && leg.len % 512 == 0);
+            check!(pos + leg.off >= wr.start && pos + leg.off + leg.len <= wr.end);
+        }
+        next += leg.len;
+    }
+    check!(next == len);
+    // Everything through the page cache merges into one leg; no window, one leg.
+    let all = [ok!(plan::whole(&wr, Path::PageCache).ok_or(()))];
+    check!(ok!(plan::legs(pos, len, w.as_ref(), &all, 4096, &mut out)) == 1);
+    check!(out[0] == Leg { off: 0, len, path: Path::PageCache });
+    check!(ok!(plan::legs(5, 10, None, &[], 4096, &mut out)) == 1);
+    check!(out[0] == Leg { off: 0, len: 10, path: Path::PageCache });
+    // Too small an output is an error.
+    check!(
+        plan::legs(pos, len, w.as_ref(), &segs, 4096, &mut out[..4]) == Err(PlanError::OutputTooSmall)
+    );
     Ok(())
 }

@@ -25,6 +25,9 @@
 //! * [`overlap`]: the makespan objective `max(device time, CPU time)` for a router that keeps
 //!   P2P I/O in flight while the CPU copies, with a certified lower bound.
 //!
+//! [`plan`] turns a byte request into legs: the unaligned head and tail through the page cache,
+//! the schedule of the pages in between clipped to the direct-I/O alignment.
+//!
 //! Only `core` is used, so the same files build into the kernel (`rust/spin/`) and into the host
 //! crate `tools/testing/spin/core` (tests, property tests, simulator, benchmark). [`cases`]
 //! holds the unit tests both run. See Documentation/spin/sched.rst for the model, the proofs and
@@ -34,6 +37,7 @@ pub mod cost;
 pub mod greedy;
 pub mod optimal;
 pub mod overlap;
+pub mod plan;
 pub mod released;
 pub mod runs;
 pub mod schedule;

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * spin: file reads into GPU memory, routed between the page cache and P2P DMA.
+ *
+ * The VFS read entry points call spin_read_iter() instead of ->read_iter().
+ * While no spin GPU buffer exists the static key is off and the call costs
+ * one patched-out jump; otherwise the router (rust/spin/router) looks at the
+ * destination and either splits the read or calls ->read_iter() unchanged.
+ * See Documentation/spin/router.rst.
+ */
+#ifndef _LINUX_SPIN_H
+#define _LINUX_SPIN_H
+
+#include <linux/fs.h>
+#include <linux/jump_label.h>
+#include <linux/uio.h>
+
+struct block_device;
+struct gendisk;
+struct pci_dev;
+
+#ifdef CONFIG_SPIN
+DECLARE_STATIC_KEY_FALSE(spin_route_key);
+
+ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter);
+
+/**
+ * spin_read_iter - call ->read_iter(), through the spin router if needed
+ * @iocb: the read's control block
+ * @iter: the destination
+ *
+ * Context: as for ->read_iter(); called by the VFS read entry points
+ * (read(2), pread(2), readv(2), preadv(2), preadv2(2)) only.
+ * Return: as ->read_iter().
+ */
+static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
+{
+	if (static_branch_unlikely(&spin_route_key))
+		return spin_route_read_iter(iocb, iter);
+	return iocb->ki_filp->f_op->read_iter(iocb, iter);
+}
+
+/* Thin helpers of rust/spin/spin_glue.c for the Rust side. */
+void spin_route_key_get(void);
+void spin_route_key_put(void);
+bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter);
+bool spin_iter_segment(const struct iov_iter *iter, unsigned long idx,
+		       unsigned long *addr, size_t *len);
+void spin_iter_advance(struct iov_iter *iter, size_t bytes);
+ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
+		      size_t len, bool direct);
+loff_t spin_file_size(struct file *file);
+
+/**
+ * struct spin_file_info - what the router needs to know about a file
+ * @devt: device number of the whole disk holding the file, 0 if none
+ * @offset_align: required file offset and length alignment of direct I/O
+ * @mem_align: required memory alignment of direct I/O
+ * @ino: inode number, for tracing
+ * @client: the disk's PCI device, or %NULL if none was found (a reference
+ *          is held; drop it with pci_dev_put())
+ */
+struct spin_file_info {
+	dev_t devt;
+	u32 offset_align;
+	u32 mem_align;
+	u64 ino;
+	struct pci_dev *client;
+};
+
+int spin_file_check(struct file *file, struct spin_file_info *info);
+int spin_sysfs_init(void);
+
+void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
+		      const char *mode, const char *reason, u64 bytes_pc,
+		      u64 bytes_p2p, u32 segs);
+void spin_trace_segment(dev_t devt, u64 ino, loff_t pos, size_t len,
+			bool p2p);
+
+/* Implemented in Rust: the sysfs files of spin. */
+ssize_t spin_rust_sysfs_show(dev_t devt, unsigned int attr, char *buf);
+ssize_t spin_rust_sysfs_store(dev_t devt, unsigned int attr, const char *buf,
+			      size_t count);
+
+/* Attribute numbers shared by spin_glue.c and the Rust side. */
+enum spin_sysfs_attr {
+	SPIN_ATTR_MODE,
+	SPIN_ATTR_STAT,
+	SPIN_ATTR_S_CUTOFF,
+	SPIN_ATTR_C_P2P_NS,
+	SPIN_ATTR_BW_P2P,
+	SPIN_ATTR_BW_PC,
+};
+
+extern const struct attribute_group spin_disk_attr_group;
+
+/* File check results besides 0 (P2P possible). */
+enum spin_fallback {
+	SPIN_FALLBACK_NONE,
+	SPIN_FALLBACK_MODE,
+	SPIN_FALLBACK_NO_BDEV,
+	SPIN_FALLBACK_NO_DIRECT_IO,
+	SPIN_FALLBACK_INODE,
+	SPIN_FALLBACK_QUEUE,
+	SPIN_FALLBACK_DISTANCE,
+	SPIN_FALLBACK_MISALIGNED,
+};
+#else
+static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
+{
+	return iocb->ki_filp->f_op->read_iter(iocb, iter);
+}
+#endif /* CONFIG_SPIN */
+
+#endif /* _LINUX_SPIN_H */

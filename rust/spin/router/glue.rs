@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe wrappers over the C side of the router (`include/linux/spin.h`,
+//! `rust/spin/spin_glue.c`) and the page-cache residency helper of mm.
+//!
+//! Every `unsafe` block of the router is in this file.
+
+use kernel::{
+    bindings,
+    pci,
+    prelude::*,
+    sync::aref::ARef,
+};
+
+use core::ptr::NonNull;
+
+/// One reference on the router's static key: while any exists, reads are looked at.
+///
+/// Every spin GPU buffer holds one for its whole life, so a system without GPU buffers runs
+/// the plain read path with a patched-out jump.
+pub(crate) struct RouteKey(());
+
+impl RouteKey {
+    /// Takes a reference on the key (turning routing on if it was off).
+    pub(crate) fn get() -> Self {
+        // SAFETY: No preconditions; the key is a static of spin_glue.c.
+        unsafe { bindings::spin_route_key_get() };
+        RouteKey(())
+    }
+}
+
+impl Drop for RouteKey {
+    fn drop(&mut self) {
+        // SAFETY: `self` was created by `get`, which took the reference dropped here.
+        unsafe { bindings::spin_route_key_put() };
+    }
+}
+
+/// Why a request stays in the page cache; the values of `enum spin_fallback`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Fallback {
+    /// Not a fallback: the request was scheduled.
+    None = bindings::spin_fallback_SPIN_FALLBACK_NONE,
+    /// `/sys/kernel/spin/mode` is `pagecache`.
+    Mode = bindings::spin_fallback_SPIN_FALLBACK_MODE,
+    /// The file's filesystem has no block device.
+    NoBdev = bindings::spin_fallback_SPIN_FALLBACK_NO_BDEV,
+    /// The file cannot do direct I/O.
+    NoDirectIo = bindings::spin_fallback_SPIN_FALLBACK_NO_DIRECT_IO,
+    /// DAX, encrypted, verity or swap file.
+    Inode = bindings::spin_fallback_SPIN_FALLBACK_INODE,
+    /// The queue lacks `BLK_FEAT_PCI_P2PDMA`.
+    Queue = bindings::spin_fallback_SPIN_FALLBACK_QUEUE,
+    /// `pci_p2pdma_distance()` refuses the GPU and the disk.
+    Distance = bindings::spin_fallback_SPIN_FALLBACK_DISTANCE,
+    /// The GPU address and the file offset differ modulo the DMA alignment.
+    Misaligned = bindings::spin_fallback_SPIN_FALLBACK_MISALIGNED,
+}
+
+impl Fallback {
+    /// Every reason, in counter order.
+    pub(crate) const ALL: [Fallback; 8] = [
+        Fallback::None,
+        Fallback::Mode,
+        Fallback::NoBdev,
+        Fallback::NoDirectIo,
+        Fallback::Inode,
+        Fallback::Queue,
+        Fallback::Distance,
+        Fallback::Misaligned,
+    ];
+
+    /// The name in the tracepoint and, prefixed with `fallback_`, in the `stat` files.
+    pub(crate) fn name(self) -> &'static CStr {
+        match self {
+            Fallback::None => c"none",
+            Fallback::Mode => c"mode",
+            Fallback::NoBdev => c"no_bdev",
+            Fallback::NoDirectIo => c"no_direct_io",
+            Fallback::Inode => c"inode",
+            Fallback::Queue => c"queue",
+            Fallback::Distance => c"distance",
+            Fallback::Misaligned => c"misaligned",
+        }
+    }
+
+    fn from_raw(v: c_int) -> Fallback {
+        Self::ALL
+            .into_iter()
+            .find(|f| *f as c_int == v)
+            .unwrap_or(Fallback::NoDirectIo)
+    }
+}
+
+/// What the router needs to know about a file (see `spin_file_check()`).
+pub(crate) struct FileInfo {
+    /// Device number of the file's whole disk, 0 if none.
+    pub(crate) devt: u32,
+    /// Inode number.
+    pub(crate) ino: u64,
+    /// File offset and length alignment of direct I/O.
+    pub(crate) offset_align: u32,
+    /// Memory alignment of direct I/O.
+    pub(crate) mem_align: u32,
+    /// The disk's PCI device, if one was found.
+    pub(crate) client: Option<ARef<pci::Device>>,
+}
+
+/// A read being routed: the `kiocb` and destination the VFS passed to `spin_route_read_iter()`.
+///
+/// # Invariants
+///
+/// `iocb` and `iter` are valid for the lifetime `'a`, `iocb->ki_filp` is a file open for
+/// reading with `->read_iter`, and this is the only user of both during `'a`.
+pub(crate) struct Request<'a> {
+    iocb: NonNull<bindings::kiocb>,
+    iter: NonNull<bindings::iov_iter>,
+    _p: PhantomData<&'a mut ()>,
+}
+
+use core::marker::PhantomData;
+
+impl Request<'_> {
+    /// Wraps the arguments of `spin_route_read_iter()`.
+    ///
+    /// # Safety
+    ///
+    /// `iocb` and `iter` must be the valid arguments of a `->read_iter()` call the caller is
+    /// making on behalf of the VFS, and stay valid and unused elsewhere for the returned lifetime.
+    pub(crate) unsafe fn from_raw<'a>(
+        iocb: *mut bindings::kiocb,
+        iter: *mut bindings::iov_iter,
+    ) -> Option<Request<'a>> {
+        Some(Request {
+            iocb: NonNull::new(iocb)?,
+            iter: NonNull::new(iter)?,
+            _p: PhantomData,
+        })
+    }
+
+    fn file(&self) -> *mut bindings::file {
+        // SAFETY: `iocb` is valid (type invariant).
+        unsafe { (*self.iocb.as_ptr()).ki_filp }
+    }
+
+    /// Calls the file's `->read_iter()` with the request unchanged.
+    pub(crate) fn passthrough(&mut self) -> isize {
+        let file = self.file();
+        // SAFETY: `file` is valid and has `->read_iter` (type invariants), `iocb` and `iter` are
+        // the caller's valid arguments.
+        unsafe {
+            match (*(*file).f_op).read_iter {
+                Some(read_iter) => read_iter(self.iocb.as_ptr(), self.iter.as_ptr()),
+                None => EINVAL.to_errno() as isize,
+            }
+        }
+    }
+
+    /// Whether the read could be split at all (buffered, regular file, user memory).
+    pub(crate) fn routable(&self) -> bool {
+        // SAFETY: Both pointers are valid (type invariants).
+        unsafe { bindings::spin_routable(self.iocb.as_ptr(), self.iter.as_ptr()) }
+    }
+
+    /// User segment `idx` of the destination (counting from its current position):
+    /// `(address, length)`.
+    pub(crate) fn segment(&self, idx: usize) -> Option<(usize, usize)> {
+        let (mut addr, mut len) = (0, 0);
+        // SAFETY: `iter` is valid (type invariant); the out-pointers are locals.
+        let found = unsafe {
+            bindings::spin_iter_segment(
+                self.iter.as_ptr(),
+                idx as c_ulong,
+                &mut addr,
+                &mut len,
+            )
+        };
+        found.then_some((addr as usize, len))
+    }
+
+    /// The file offset of the read.
+    pub(crate) fn pos(&self) -> i64 {
+        // SAFETY: `iocb` is valid and ours (type invariants).
+        unsafe { (*self.iocb.as_ptr()).ki_pos }
+    }
+
+    /// Completes the read: `bytes` were read, the file offset is now `pos`.
+    pub(crate) fn complete(&mut self, pos: i64, bytes: usize) {
+        // SAFETY: `iocb` and `iter` are valid and ours (type invariants); `bytes` were read into
+        // the destination, so it holds at least that many.
+        unsafe {
+            (*self.iocb.as_ptr()).ki_pos = pos;
+            bindings::spin_iter_advance(self.iter.as_ptr(), bytes);
+        }
+    }
+
+    /// Reads `len` bytes at file offset `pos` into user memory at `addr`, through the page cache
+    /// or as direct I/O, with a fresh `->read_iter()` call.
+    pub(crate) fn sub_read(&self, pos: i64, addr: usize, len: usize, direct: bool) -> Result<usize> {
+        // SAFETY: `iocb` is valid (type invariant); the user range is checked by the filesystem
+        // (it is an ordinary user pointer, as in read(2)).
+        let ret = unsafe {
+            bindings::spin_sub_read(self.iocb.as_ptr(), pos, addr as c_ulong, len, direct)
+        };
+        if ret < 0 {
+            return Err(Error::from_errno(ret as c_int));
+        }
+        Ok(ret as usize)
+    }
+
+    /// The file's size.
+    pub(crate) fn file_size(&self) -> i64 {
+        // SAFETY: The file is valid (type invariant).
+        unsafe { bindings::spin_file_size(self.file()) }
+    }
+
+    /// Checks whether the file's data can be read by P2P direct I/O at all.
+    pub(crate) fn file_check(&self) -> (Fallback, FileInfo) {
+        // SAFETY: `spin_file_info` is plain data; all-zero is a valid value.
+        let mut raw: bindings::spin_file_info = unsafe { core::mem::zeroed() };
+        // SAFETY: The file is valid (type invariant), `raw` is a local.
+        let ret = unsafe { bindings::spin_file_check(self.file(), &mut raw) };
+        let client = NonNull::new(raw.client).map(|p| {
+            // SAFETY: `spin_file_check()` returns the PCI device with a reference held for us;
+            // `pci::Device` is a transparent wrapper of `struct pci_dev`.
+            unsafe { ARef::from_raw(p.cast::<pci::Device>()) }
+        });
+        (
+            Fallback::from_raw(ret),
+            FileInfo {
+                devt: raw.devt,
+                ino: raw.ino,
+                offset_align: raw.offset_align,
+                mem_align: raw.mem_align,
+                client,
+            },
+        )
+    }
+
+    /// Fills `map` (a kernel bitmap of `nr` bits) with the page-cache residency of the file's
+    /// pages `index .. index + nr`; returns the number of cached pages.
+    pub(crate) fn residency(&self, index: u64, nr: u32, map: &mut [usize]) -> Result<u64> {
+        if nr == 0 || map.len() < (nr as usize).div_ceil(usize::BITS as usize) {
+            return Err(EINVAL);
+        }
+        // SAFETY: The file and its mapping are valid while the file is (type invariant); `map`
+        // holds at least `nr` bits.
+        let cached = unsafe {
+            bindings::filemap_get_residency(
+                (*self.file()).f_mapping,
+                index as bindings::pgoff_t,
+                c_ulong::from(nr),
+                map.as_mut_ptr().cast(),
+            )
+        };
+        Ok(cached as u64)
+    }
+}
+
+/// Emits the `spin_route` tracepoint.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn trace_route(
+    info: &FileInfo,
+    pos: i64,
+    len: usize,
+    mode: &CStr,
+    reason: Fallback,
+    bytes_pc: u64,
+    bytes_p2p: u64,
+    segs: u32,
+) {
+    // SAFETY: Plain values and NUL-terminated static strings.
+    unsafe {
+        bindings::spin_trace_route(
+            info.devt,
+            info.ino,
+            pos,
+            len,
+            mode.as_char_ptr(),
+            reason.name().as_char_ptr(),
+            bytes_pc,
+            bytes_p2p,
+            segs,
+        )
+    };
+}
+
+/// Emits the `spin_route_segment` tracepoint.
+pub(crate) fn trace_segment(info: &FileInfo, pos: i64, len: usize, p2p: bool) {
+    // SAFETY: Plain values.
+    unsafe { bindings::spin_trace_segment(info.devt, info.ino, pos, len, p2p) };
+}
+
+/// Creates `/sys/kernel/spin`.
+pub(crate) fn sysfs_init() -> Result {
+    // SAFETY: Called once, from module init.
+    kernel::error::to_result(unsafe { bindings::spin_sysfs_init() })
+}

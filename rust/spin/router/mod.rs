@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The router: buffered reads into GPU memory, split per request between page-cache copies and
+//! P2P DMA (SPIN, USENIX ATC'17, §4.2–4.3).
+//!
+//! `spin_read_iter()` (include/linux/spin.h), called by the VFS read entry points, hands every
+//! read to [`spin_route_read_iter`] while a spin GPU buffer exists. The router walks the
+//! destination's user segments; a part that lies in a user mapping of a spin dma-buf is routed,
+//! everything else is read as usual. A routed part is clipped to the file size, planned in
+//! chunks of at most [`CHUNK`] bytes ([`crate::sched::plan`]: unaligned head and tail through
+//! the page cache, the pages in between scheduled on their residency by
+//! [`crate::sched::optimal`]) and executed leg by leg, each leg a fresh `->read_iter()` call:
+//! without `IOCB_DIRECT` for page-cache legs, with it for P2P legs, whose bios then carry the
+//! GPU pages (`FOLL_PCI_P2PDMA` pinning in the block layer).
+//!
+//! Correctness does not depend on the residency snapshot: a page-cache leg over pages evicted
+//! meanwhile reads them in, and a direct read flushes dirty pages of its range first
+//! (`kiocb_write_and_wait()` / iomap), so a P2P leg never returns data older than the page
+//! cache's. Dirty and writeback pages count as cached and are therefore, in `auto` mode, copied
+//! out of the page cache; in `p2p` mode they are written back before the device reads them.
+//!
+//! Locking: no lock is held across legs; each leg takes the filesystem's own locks in its
+//! `->read_iter()` (the XFS IOLOCK in particular), so the router cannot recurse on them. The
+//! destination's VMA is looked at under the per-VMA read lock (or `mmap_lock` for read) and
+//! released before any I/O. See Documentation/spin/router.rst.
+
+mod glue;
+mod state;
+
+pub(crate) use glue::RouteKey;
+
+use crate::sched::{
+    self,
+    plan::{self, Leg},
+    Path, RunsBuilder, Segment, Slot,
+};
+use glue::{Fallback, FileInfo, Request};
+use kernel::{
+    bindings,
+    mm::MmWithUser,
+    page::PAGE_SIZE,
+    pci,
+    prelude::*,
+    sync::aref::ARef,
+};
+use state::{Account, Mode};
+
+/// Largest part of a request planned at once: 8 MiB, 2048 pages of 4 KiB. Bounds the
+/// per-request workspace (about 64 KiB for an 8 MiB chunk of alternating pages) and keeps
+/// every scheduler input far below its limits; the P2P transfers stay far above `S_cutoff`.
+const CHUNK: usize = 8 << 20;
+
+/// Sets up the router's state and `/sys/kernel/spin`.
+pub(crate) fn init() -> Result {
+    state::init();
+    glue::sysfs_init()
+}
+
+/// Where a user address points.
+enum Dest {
+    /// Into a spin GPU buffer of provider `pdev`, up to `end`.
+    Gpu { end: usize, pdev: ARef<pci::Device> },
+    /// Elsewhere, up to `end`.
+    Host { end: usize },
+}
+
+/// Classifies the user address `addr` of `mm`.
+fn classify(mm: &MmWithUser, addr: usize) -> Dest {
+    let look = |vma: &kernel::mm::virt::VmaRef| match crate::exporter::mapping_provider(vma) {
+        Some(pdev) => Dest::Gpu {
+            end: vma.end(),
+            pdev,
+        },
+        None => Dest::Host { end: vma.end() },
+    };
+    if let Some(vma) = mm.lock_vma_under_rcu(addr) {
+        return look(&vma);
+    }
+    let guard = mm.mmap_read_lock();
+    match guard.vma_lookup(addr) {
+        Some(vma) => look(vma),
+        None => Dest::Host { end: usize::MAX },
+    }
+}
+
+/// Whether any user segment of the destination starts in GPU memory.
+fn any_gpu(req: &Request<'_>, mm: &MmWithUser) -> bool {
+    let mut idx = 0;
+    while let Some((addr, _)) = req.segment(idx) {
+        if matches!(classify(mm, addr), Dest::Gpu { .. }) {
+            return true;
+        }
+        idx += 1;
+    }
+    false
+}
+
+/// The VFS entry of the router; see the module documentation.
+///
+/// # Safety
+///
+/// `iocb` and `iter` must be the arguments of a `->read_iter()` call the VFS is making:
+/// valid, with `iocb->ki_filp` open for reading and having `->read_iter`.
+#[no_mangle]
+pub unsafe extern "C" fn spin_route_read_iter(
+    iocb: *mut bindings::kiocb,
+    iter: *mut bindings::iov_iter,
+) -> isize {
+    // SAFETY: The function safety requirements.
+    let Some(mut req) = (unsafe { Request::from_raw(iocb, iter) }) else {
+        return EINVAL.to_errno() as isize;
+    };
+    if !req.routable() {
+        return req.passthrough();
+    }
+    let current = kernel::current!();
+    let Some(mm) = current.mm() else {
+        return req.passthrough();
+    };
+    if !any_gpu(&req, mm) {
+        return req.passthrough();
+    }
+    route(&mut req, mm)
+}
+
+/// Reads the destination piece by piece: GPU pieces routed, host pieces read as usual.
+fn route(req: &mut Request<'_>, mm: &MmWithUser) -> isize {
+    let mut pos = req.pos();
+    let mut done: usize = 0;
+    let mut error = None;
+    let mut idx = 0;
+    'segments: while let Some((addr, len)) = req.segment(idx) {
+        let mut off = 0;
+        while off < len {
+            let a = addr + off;
+            let (end, gpu) = match classify(mm, a) {
+                Dest::Gpu { end, pdev } => (end, Some(pdev)),
+                Dest::Host { end } => (end, None),
+            };
+            let piece = (len - off).min(end.saturating_sub(a)).max(1);
+            let r = match gpu {
+                Some(pdev) => route_gpu(req, &pdev, pos, a, piece),
+                None => req.sub_read(pos, a, piece, false),
+            };
+            match r {
+                Ok(n) => {
+                    done += n;
+                    pos += n as i64;
+                    off += n;
+                    if n < piece {
+                        break 'segments;
+                    }
+                }
+                Err(e) => {
+                    error = Some(e);
+                    break 'segments;
+                }
+            }
+        }
+        idx += 1;
+    }
+    match (done, error) {
+        (0, Some(e)) => e.to_errno() as isize,
+        _ => {
+            req.complete(pos, done);
+            done as isize
+        }
+    }
+}
+
+/// Per-request context of a routed GPU piece.
+struct Ctx<'r, 'a> {
+    req: &'r Request<'a>,
+    info: FileInfo,
+    account: Account,
+    bytes_pc: u64,
+    bytes_p2p: u64,
+    segs: u32,
+}
+
+impl Ctx<'_, '_> {
+    /// Executes one leg; a failed P2P leg is counted and redone through the page cache.
+    fn leg(&mut self, pos: i64, addr: usize, len: usize, p2p: bool) -> Result<usize> {
+        let mut p2p = p2p;
+        let n = match self.req.sub_read(pos, addr, len, p2p) {
+            Err(e) if p2p && e != EINTR && e != ERESTARTSYS => {
+                self.account.io_error();
+                p2p = false;
+                self.req.sub_read(pos, addr, len, false)?
+            }
+            r => r?,
+        };
+        if n > 0 {
+            self.account.segment(p2p, n);
+            glue::trace_segment(&self.info, pos, n, p2p);
+            if p2p {
+                self.bytes_p2p += n as u64;
+            } else {
+                self.bytes_pc += n as u64;
+            }
+            self.segs += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// Routes the read of `len` bytes at `pos` into GPU memory at `addr` of provider `pdev`.
+fn route_gpu(
+    req: &Request<'_>,
+    pdev: &pci::Device,
+    pos: i64,
+    addr: usize,
+    len: usize,
+) -> Result<usize> {
+    let mode = state::mode();
+    let (mut reason, info) = req.file_check();
+    let (params, account) = state::disk(info.devt)?;
+    let size = req.file_size();
+    if pos >= size {
+        return Ok(0);
+    }
+    let len = len.min(usize::try_from(size - pos).unwrap_or(usize::MAX));
+    if mode == Mode::PageCache {
+        reason = Fallback::Mode;
+    }
+    if reason == Fallback::None {
+        if let Some(client) = &info.client {
+            if pdev.p2pdma_distance(client.as_ref()).is_none() {
+                reason = Fallback::Distance;
+            }
+        }
+    }
+    if reason == Fallback::None {
+        // The P2P legs start at aligned file offsets; their GPU addresses move in lockstep.
+        let first = (pos as u64).next_multiple_of(u64::from(info.offset_align));
+        let gpu = (addr as u64).wrapping_add(first - pos as u64);
+        if gpu % u64::from(info.mem_align.max(1)) != 0 {
+            reason = Fallback::Misaligned;
+        }
+    }
+    account.request(reason);
+    let mut ctx = Ctx {
+        req,
+        info,
+        account,
+        bytes_pc: 0,
+        bytes_p2p: 0,
+        segs: 0,
+    };
+    let result = if reason == Fallback::None {
+        route_chunks(&mut ctx, &params, mode, pos, addr, len)
+    } else {
+        ctx.leg(pos, addr, len, false)
+    };
+    glue::trace_route(
+        &ctx.info,
+        pos,
+        len,
+        mode.name(),
+        reason,
+        ctx.bytes_pc,
+        ctx.bytes_p2p,
+        ctx.segs,
+    );
+    result
+}
+
+/// Plans and executes a routed piece chunk by chunk; returns the bytes read.
+fn route_chunks(
+    ctx: &mut Ctx<'_, '_>,
+    params: &sched::Params,
+    mode: Mode,
+    pos: i64,
+    addr: usize,
+    len: usize,
+) -> Result<usize> {
+    let mut done = 0;
+    while done < len {
+        let at = pos + done as i64;
+        // Chunks after the first start on a page boundary.
+        let chunk_end = ((at as u64 + CHUNK as u64) & !(PAGE_SIZE as u64 - 1)) as i64;
+        let clen = (len - done).min((chunk_end - at) as usize);
+        let n = route_chunk(ctx, params, mode, at, addr + done, clen)?;
+        done += n;
+        if n < clen {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+/// Plans one chunk on its residency and executes the legs; returns the bytes read.
+fn route_chunk(
+    ctx: &mut Ctx<'_, '_>,
+    params: &sched::Params,
+    mode: Mode,
+    pos: i64,
+    addr: usize,
+    len: usize,
+) -> Result<usize> {
+    let w = plan::window(
+        pos as u64,
+        len as u64,
+        ctx.info.offset_align,
+        PAGE_SIZE as u32,
+    )
+    .map_err(|_| EINVAL)?;
+    let mut segs: KVVec<Segment> = KVVec::new();
+    if let Some(w) = &w {
+        let pages = u32::try_from(w.pages).map_err(|_| EINVAL)?;
+        match mode {
+            Mode::P2p => {
+                segs.push(plan::whole(w, Path::P2p).ok_or(EINVAL)?, GFP_KERNEL)?;
+            }
+            _ => schedule(ctx, params, w.first_page, pages, &mut segs)?,
+        }
+    }
+    let mut legs = KVVec::from_elem(Leg::EMPTY, plan::max_legs(segs.len()), GFP_KERNEL)?;
+    let n = plan::legs(
+        pos as u64,
+        len as u64,
+        w.as_ref(),
+        &segs,
+        PAGE_SIZE as u32,
+        &mut legs,
+    )
+    .map_err(|_| EINVAL)?;
+    let mut done = 0;
+    for leg in legs.iter().take(n) {
+        let l = leg.len as usize;
+        let got = ctx.leg(
+            pos + leg.off as i64,
+            addr + leg.off as usize,
+            l,
+            leg.path == Path::P2p,
+        )?;
+        done += got;
+        if got < l {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+/// Looks up the residency of `pages` pages from `first_page` and schedules them into `segs`.
+fn schedule(
+    ctx: &Ctx<'_, '_>,
+    params: &sched::Params,
+    first_page: u64,
+    pages: u32,
+    segs: &mut KVVec<Segment>,
+) -> Result {
+    let words = (pages as usize).div_ceil(usize::BITS as usize);
+    let mut bits = KVVec::from_elem(0usize, words, GFP_KERNEL)?;
+    ctx.req.residency(first_page, pages, &mut bits)?;
+    let mut lens = KVVec::from_elem(0u32, pages as usize, GFP_KERNEL)?;
+    let mut builder = RunsBuilder::new(&mut lens);
+    plan::push_bitmap(&mut builder, &bits, pages).map_err(|_| EINVAL)?;
+    let runs = builder.finish().map_err(|_| EINVAL)?;
+    let mut scratch = KVVec::from_elem(Slot::EMPTY, sched::scratch_len(&runs), GFP_KERNEL)?;
+    segs.resize(runs.max_segments(), Segment::EMPTY, GFP_KERNEL)?;
+    let used = sched::optimal(params, &runs, segs, &mut scratch)
+        .map_err(|_| EINVAL)?
+        .segments
+        .len();
+    segs.truncate(used);
+    Ok(())
+}

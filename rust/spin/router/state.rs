@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The router's global state: the mode, the counters and the per-disk cost parameters, and the
+//! sysfs files that show and set them (`/sys/kernel/spin/`, `/sys/block/<disk>/spin/`).
+//!
+//! Locking: the mode and all counters are atomics, read and bumped without locks. The per-disk
+//! table is one global mutex, [`DISKS`], held only to look an entry up, create it or change its
+//! parameters; the router copies a disk's [`Params`] and clones its counters' [`Arc`] under it
+//! and lets go before doing any I/O. Nothing else is taken under it.
+
+use super::glue::Fallback;
+use crate::sched::Params;
+use core::fmt::Write;
+use kernel::{
+    bindings,
+    prelude::*,
+    str::Formatter,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        global_lock, Arc,
+    },
+};
+
+/// How reads into GPU memory are routed (`/sys/kernel/spin/mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// The cheapest mix per request (the default).
+    Auto,
+    /// Every aligned byte by P2P DMA.
+    P2p,
+    /// Everything through the page cache.
+    PageCache,
+}
+
+impl Mode {
+    const ALL: [Mode; 3] = [Mode::Auto, Mode::P2p, Mode::PageCache];
+
+    /// The mode's name in sysfs and in the tracepoint.
+    pub(crate) fn name(self) -> &'static CStr {
+        match self {
+            Mode::Auto => c"auto",
+            Mode::P2p => c"p2p",
+            Mode::PageCache => c"pagecache",
+        }
+    }
+}
+
+static MODE: Atomic<i32> = Atomic::new(0);
+
+/// The current mode.
+pub(crate) fn mode() -> Mode {
+    let v = MODE.load(Relaxed);
+    Mode::ALL
+        .into_iter()
+        .find(|m| *m as i32 == v)
+        .unwrap_or(Mode::Auto)
+}
+
+/// Counters of routed requests, for one disk or for the whole system.
+pub(crate) struct Counters {
+    requests: Atomic<u64>,
+    bytes_pc: Atomic<u64>,
+    bytes_p2p: Atomic<u64>,
+    segs_pc: Atomic<u64>,
+    segs_p2p: Atomic<u64>,
+    io_error: Atomic<u64>,
+    fallback: [Atomic<u64>; Fallback::ALL.len()],
+}
+
+impl Counters {
+    const fn new() -> Self {
+        Self {
+            requests: Atomic::new(0),
+            bytes_pc: Atomic::new(0),
+            bytes_p2p: Atomic::new(0),
+            segs_pc: Atomic::new(0),
+            segs_p2p: Atomic::new(0),
+            io_error: Atomic::new(0),
+            fallback: [const { Atomic::new(0) }; Fallback::ALL.len()],
+        }
+    }
+
+    fn show(&self, f: &mut Formatter<'_>) -> core::fmt::Result {
+        let v = |a: &Atomic<u64>| a.load(Relaxed);
+        writeln!(f, "requests {}", v(&self.requests))?;
+        writeln!(f, "bytes_pagecache {}", v(&self.bytes_pc))?;
+        writeln!(f, "bytes_p2p {}", v(&self.bytes_p2p))?;
+        writeln!(f, "segments_pagecache {}", v(&self.segs_pc))?;
+        writeln!(f, "segments_p2p {}", v(&self.segs_p2p))?;
+        for (reason, count) in Fallback::ALL.iter().zip(&self.fallback).skip(1) {
+            writeln!(f, "fallback_{} {}", reason.name().to_str().unwrap_or("?"), v(count))?;
+        }
+        writeln!(f, "fallback_io_error {}", v(&self.io_error))
+    }
+}
+
+/// The system-wide counters.
+static GLOBAL: Counters = Counters::new();
+
+/// Where a request's numbers go: the global counters and, if the file has a disk, the disk's.
+pub(crate) struct Account {
+    disk: Option<Arc<Counters>>,
+}
+
+impl Account {
+    fn each(&self, f: impl Fn(&Counters)) {
+        f(&GLOBAL);
+        if let Some(disk) = &self.disk {
+            f(disk);
+        }
+    }
+
+    /// A request was routed; `reason` is [`Fallback::None`] if it was scheduled.
+    pub(crate) fn request(&self, reason: Fallback) {
+        self.each(|c| {
+            c.requests.add(1, Relaxed);
+            if reason != Fallback::None {
+                c.fallback[reason as usize].add(1, Relaxed);
+            }
+        });
+    }
+
+    /// A segment of `bytes` was transferred by P2P DMA (`p2p`) or by page-cache copy.
+    pub(crate) fn segment(&self, p2p: bool, bytes: usize) {
+        let bytes = bytes as u64;
+        self.each(|c| {
+            if p2p {
+                c.segs_p2p.add(1, Relaxed);
+                c.bytes_p2p.add(bytes, Relaxed);
+            } else {
+                c.segs_pc.add(1, Relaxed);
+                c.bytes_pc.add(bytes, Relaxed);
+            }
+        });
+    }
+
+    /// A P2P segment failed and is redone through the page cache.
+    pub(crate) fn io_error(&self) {
+        self.each(|c| {
+            c.io_error.add(1, Relaxed);
+        });
+    }
+}
+
+/// One disk's entry.
+struct Disk {
+    devt: u32,
+    params: Params,
+    counters: Arc<Counters>,
+}
+
+/// Entries this many at most: one per disk that was routed to or configured.
+const MAX_DISKS: usize = 4096;
+
+global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before the router or sysfs can use it.
+    unsafe(uninit) static DISKS: Mutex<KVec<Disk>> = KVec::new();
+}
+
+/// Initialises the state; called once from module init.
+pub(crate) fn init() {
+    // SAFETY: Called once, before any other use of `DISKS`.
+    unsafe { DISKS.init() };
+}
+
+/// The default parameters: a PCIe Gen4 NVMe SSD (see `sched::Params::gen4`).
+fn default_params() -> Result<Params> {
+    Params::gen4().map_err(|_| EINVAL)
+}
+
+/// The parameters and the account of disk `devt` (0: no disk), creating its entry if needed.
+pub(crate) fn disk(devt: u32) -> Result<(Params, Account)> {
+    if devt == 0 {
+        return Ok((default_params()?, Account { disk: None }));
+    }
+    let mut disks = DISKS.lock();
+    if let Some(d) = disks.iter().find(|d| d.devt == devt) {
+        return Ok((
+            d.params,
+            Account {
+                disk: Some(d.counters.clone()),
+            },
+        ));
+    }
+    let params = default_params()?;
+    let counters = Arc::new(Counters::new(), GFP_KERNEL)?;
+    if disks.len() < MAX_DISKS {
+        disks.push(
+            Disk {
+                devt,
+                params,
+                counters: counters.clone(),
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    Ok((
+        params,
+        Account {
+            disk: Some(counters),
+        },
+    ))
+}
+
+/// Parses a sysfs write: one decimal `u64`, optionally followed by a newline.
+fn parse_u64(input: &[u8]) -> Result<u64> {
+    let s = input.strip_suffix(b"\n").unwrap_or(input);
+    if s.is_empty() {
+        return Err(EINVAL);
+    }
+    s.iter().try_fold(0u64, |acc, &c| {
+        if !c.is_ascii_digit() {
+            return Err(EINVAL);
+        }
+        acc.checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(c - b'0')))
+            .ok_or(EINVAL)
+    })
+}
+
+/// Returns `p` with parameter `attr` set to `v`, validated together with the others.
+fn with_param(p: &Params, attr: u32, v: u64) -> Result<Params> {
+    let (mut s_cutoff, mut c_p2p_ns, mut bw_p2p, mut bw_pc) =
+        (p.s_cutoff(), p.c_p2p_ns(), p.bw_p2p(), p.bw_pc());
+    match attr {
+        bindings::spin_sysfs_attr_SPIN_ATTR_S_CUTOFF => s_cutoff = v,
+        bindings::spin_sysfs_attr_SPIN_ATTR_C_P2P_NS => c_p2p_ns = v,
+        bindings::spin_sysfs_attr_SPIN_ATTR_BW_P2P => bw_p2p = v,
+        bindings::spin_sysfs_attr_SPIN_ATTR_BW_PC => bw_pc = v,
+        _ => return Err(EINVAL),
+    }
+    Params::new(p.page_size(), s_cutoff, c_p2p_ns, bw_p2p, bw_pc).map_err(|_| EINVAL)
+}
+
+fn show(devt: u32, attr: u32, f: &mut Formatter<'_>) -> Result {
+    let fmt_err = |_| EINVAL;
+    match attr {
+        bindings::spin_sysfs_attr_SPIN_ATTR_MODE if devt == 0 => {
+            let name = mode().name().to_str().map_err(|_| EINVAL)?;
+            writeln!(f, "{name}").map_err(fmt_err)
+        }
+        bindings::spin_sysfs_attr_SPIN_ATTR_STAT if devt == 0 => GLOBAL.show(f).map_err(fmt_err),
+        bindings::spin_sysfs_attr_SPIN_ATTR_STAT => {
+            let disks = DISKS.lock();
+            match disks.iter().find(|d| d.devt == devt) {
+                Some(d) => d.counters.show(f).map_err(fmt_err),
+                None => Counters::new().show(f).map_err(fmt_err),
+            }
+        }
+        _ if devt != 0 => {
+            let disks = DISKS.lock();
+            let p = match disks.iter().find(|d| d.devt == devt) {
+                Some(d) => d.params,
+                None => default_params()?,
+            };
+            let v = match attr {
+                bindings::spin_sysfs_attr_SPIN_ATTR_S_CUTOFF => p.s_cutoff(),
+                bindings::spin_sysfs_attr_SPIN_ATTR_C_P2P_NS => p.c_p2p_ns(),
+                bindings::spin_sysfs_attr_SPIN_ATTR_BW_P2P => p.bw_p2p(),
+                bindings::spin_sysfs_attr_SPIN_ATTR_BW_PC => p.bw_pc(),
+                _ => return Err(EINVAL),
+            };
+            writeln!(f, "{v}").map_err(fmt_err)
+        }
+        _ => Err(EINVAL),
+    }
+}
+
+fn store(devt: u32, attr: u32, input: &[u8]) -> Result {
+    if devt == 0 {
+        if attr != bindings::spin_sysfs_attr_SPIN_ATTR_MODE {
+            return Err(EINVAL);
+        }
+        let s = input.strip_suffix(b"\n").unwrap_or(input);
+        let m = Mode::ALL
+            .into_iter()
+            .find(|m| m.name().to_bytes() == s)
+            .ok_or(EINVAL)?;
+        MODE.store(m as i32, Relaxed);
+        return Ok(());
+    }
+    let v = parse_u64(input)?;
+    let mut disks = DISKS.lock();
+    if let Some(d) = disks.iter_mut().find(|d| d.devt == devt) {
+        d.params = with_param(&d.params, attr, v)?;
+        return Ok(());
+    }
+    if disks.len() >= MAX_DISKS {
+        return Err(ENOSPC);
+    }
+    let params = with_param(&default_params()?, attr, v)?;
+    let counters = Arc::new(Counters::new(), GFP_KERNEL)?;
+    disks.push(
+        Disk {
+            devt,
+            params,
+            counters,
+        },
+        GFP_KERNEL,
+    )?;
+    Ok(())
+}
+
+/// `show` of the sysfs files of spin; `devt` 0 means `/sys/kernel/spin`.
+///
+/// # Safety
+///
+/// `buf` must be a sysfs show buffer (`PAGE_SIZE` bytes, writable).
+#[no_mangle]
+pub unsafe extern "C" fn spin_rust_sysfs_show(devt: u32, attr: u32, buf: *mut u8) -> isize {
+    // SAFETY: sysfs show buffers are `PAGE_SIZE` bytes (function safety requirements).
+    let page = unsafe { core::slice::from_raw_parts_mut(buf, kernel::page::PAGE_SIZE) };
+    let mut f = Formatter::new(page);
+    match show(devt, attr, &mut f) {
+        Ok(()) => f.bytes_written() as isize,
+        Err(e) => e.to_errno() as isize,
+    }
+}
+
+/// `store` of the sysfs files of spin; `devt` 0 means `/sys/kernel/spin`.
+///
+/// # Safety
+///
+/// `buf` must point to `count` readable bytes (a sysfs store buffer).
+#[no_mangle]
+pub unsafe extern "C" fn spin_rust_sysfs_store(
+    devt: u32,
+    attr: u32,
+    buf: *const u8,
+    count: usize,
+) -> isize {
+    // SAFETY: The function safety requirements.
+    let input = unsafe { core::slice::from_raw_parts(buf, count) };
+    match store(devt, attr, input) {
+        Ok(()) => count as isize,
+        Err(e) => e.to_errno() as isize,
+    }
+}

@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Thin C helpers of the spin router: the static key, the tracepoints, the
+ * sysfs tables and the few inline-heavy VFS operations. Policy and state live
+ * in Rust (rust/spin/router); every function here does one mechanical thing.
+ * See Documentation/spin/router.rst.
+ */
+
+#include <linux/blkdev.h>
+#include <linux/fs.h>
+#include <linux/kobject.h>
+#include <linux/pci.h>
+#include <linux/pci-p2pdma.h>
+#include <linux/spin.h>
+#include <linux/stat.h>
+#include <linux/sysfs.h>
+#include <linux/uio.h>
+
+#define CREATE_TRACE_POINTS
+#include <trace/events/spin.h>
+
+DEFINE_STATIC_KEY_FALSE(spin_route_key);
+
+/**
+ * spin_route_key_get - a spin GPU buffer was created: route reads
+ */
+void spin_route_key_get(void)
+{
+	static_branch_inc(&spin_route_key);
+}
+
+/**
+ * spin_route_key_put - a spin GPU buffer was released
+ */
+void spin_route_key_put(void)
+{
+	static_branch_dec(&spin_route_key);
+}
+
+/**
+ * spin_routable - could the router split this read at all?
+ * @iocb: the read's control block
+ * @iter: its destination
+ *
+ * Only buffered reads of regular files into user memory are routed; direct
+ * I/O keeps upstream semantics exactly, and non-blocking reads must not wait
+ * for the router's I/O.
+ *
+ * Return: %true if the destination should be looked at.
+ */
+bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
+{
+	return user_backed_iter(iter) && iov_iter_count(iter) &&
+	       !(iocb->ki_flags & (IOCB_DIRECT | IOCB_NOWAIT)) &&
+	       S_ISREG(file_inode(iocb->ki_filp)->i_mode);
+}
+
+/**
+ * spin_iter_segment - a user segment of a destination iterator
+ * @iter: a user-backed (ITER_UBUF or ITER_IOVEC) destination
+ * @idx: segment index, counting from the iterator's current position
+ * @addr: filled in: user address of the segment
+ * @len: filled in: its length, capped at what the iterator still counts
+ *
+ * Return: %false past the last segment or for other iterator types.
+ */
+bool spin_iter_segment(const struct iov_iter *iter, unsigned long idx,
+		       unsigned long *addr, size_t *len)
+{
+	size_t left = iov_iter_count(iter);
+	unsigned long i;
+
+	if (iter_is_ubuf(iter)) {
+		if (idx || !left)
+			return false;
+		*addr = (unsigned long)iter->ubuf + iter->iov_offset;
+		*len = left;
+		return true;
+	}
+	if (!iter_is_iovec(iter))
+		return false;
+	for (i = 0; i < iter->nr_segs && left; i++) {
+		const struct iovec *iov = iter_iov(iter) + i;
+		size_t skip = i ? 0 : iter->iov_offset;
+		size_t seg = min(iov->iov_len - skip, left);
+
+		if (i == idx) {
+			if (!seg)
+				return false;
+			*addr = (unsigned long)iov->iov_base + skip;
+			*len = seg;
+			return true;
+		}
+		left -= seg;
+	}
+	return false;
+}
+
+/**
+ * spin_iter_advance - advance a destination iterator past bytes read
+ * @iter: the iterator
+ * @bytes: bytes the router read into it
+ */
+void spin_iter_advance(struct iov_iter *iter, size_t bytes)
+{
+	iov_iter_advance(iter, bytes);
+}
+
+/**
+ * spin_sub_read - read one leg of a routed request with a fresh ->read_iter()
+ * @orig: the request being routed (its file, flags and priority are used)
+ * @pos: file offset of the leg
+ * @addr: user address of the leg's destination
+ * @len: length of the leg
+ * @direct: whether to read it as direct I/O (P2P) or through the page cache
+ *
+ * Every leg is a new call into the filesystem, made with no filesystem lock
+ * held: XFS takes its IOLOCK in both read paths, so the split must happen
+ * above the filesystem (Documentation/spin/router.rst, "Locking").
+ *
+ * Return: bytes read or a negative errno, as ->read_iter().
+ */
+ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
+		      size_t len, bool direct)
+{
+	struct file *file = orig->ki_filp;
+	struct iov_iter iter;
+	struct kiocb kiocb;
+
+	kiocb_clone(&kiocb, orig, file);
+	kiocb.ki_pos = pos;
+	if (direct)
+		kiocb.ki_flags |= IOCB_DIRECT;
+	else
+		kiocb.ki_flags &= ~IOCB_DIRECT;
+	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
+	return file->f_op->read_iter(&kiocb, &iter);
+}
+
+/**
+ * spin_file_size - the file's size, read consistently
+ * @file: the file
+ *
+ * Return: i_size.
+ */
+loff_t spin_file_size(struct file *file)
+{
+	return i_size_read(file_inode(file));
+}
+
+/* The disk's PCI device: the first PCI ancestor of the disk's device. */
+static struct pci_dev *spin_disk_pci_dev(struct gendisk *disk)
+{
+	struct device *dev;
+
+	for (dev = disk_to_dev(disk)->parent; dev; dev = dev->parent)
+		if (dev_is_pci(dev))
+			return pci_dev_get(to_pci_dev(dev));
+	return NULL;
+}
+
+/**
+ * spin_file_check - can a file's data be read by P2P direct I/O at all?
+ * @file: a regular file open for reading
+ * @info: filled in when the answer is yes, and @info->devt always
+ *
+ * Checks what does not depend on the destination: a block device, direct
+ * I/O support as statx(STATX_DIOALIGN) reports it (0 means none: ext4 with
+ * data=journal or inline data, verity, ...), an inode that is neither DAX,
+ * encrypted, verity nor an active swap file, and a queue that accepts P2PDMA
+ * pages. The caller checks the distance to the GPU with @info->client.
+ *
+ * Return: %SPIN_FALLBACK_NONE or the reason to stay in the page cache.
+ */
+int spin_file_check(struct file *file, struct spin_file_info *info)
+{
+	struct inode *inode = file_inode(file);
+	struct block_device *bdev = inode->i_sb->s_bdev;
+	struct kstat stat = {};
+
+	memset(info, 0, sizeof(*info));
+	info->ino = inode->i_ino;
+	if (!bdev)
+		return SPIN_FALLBACK_NO_BDEV;
+	info->devt = disk_devt(bdev->bd_disk);
+	if (!(file->f_mode & FMODE_CAN_ODIRECT))
+		return SPIN_FALLBACK_NO_DIRECT_IO;
+	if (IS_DAX(inode) || IS_ENCRYPTED(inode) || IS_VERITY(inode) ||
+	    IS_SWAPFILE(inode))
+		return SPIN_FALLBACK_INODE;
+	if (vfs_getattr_nosec(&file->f_path, &stat, STATX_DIOALIGN,
+			      AT_STATX_DONT_SYNC) ||
+	    !(stat.result_mask & STATX_DIOALIGN) || !stat.dio_offset_align ||
+	    !stat.dio_mem_align)
+		return SPIN_FALLBACK_NO_DIRECT_IO;
+	if (!blk_queue_pci_p2pdma(bdev_get_queue(bdev)))
+		return SPIN_FALLBACK_QUEUE;
+	info->offset_align = max(stat.dio_offset_align,
+				 bdev_logical_block_size(bdev));
+	info->mem_align = max(stat.dio_mem_align, bdev_dma_alignment(bdev) + 1);
+	info->client = spin_disk_pci_dev(bdev->bd_disk);
+	return SPIN_FALLBACK_NONE;
+}
+
+void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
+		      const char *mode, const char *reason, u64 bytes_pc,
+		      u64 bytes_p2p, u32 segs)
+{
+	trace_spin_route(devt, ino, pos, len, mode, reason, bytes_pc,
+			 bytes_p2p, segs);
+}
+
+void spin_trace_segment(dev_t devt, u64 ino, loff_t pos, size_t len,
+			bool p2p)
+{
+	trace_spin_route_segment(devt, ino, pos, len, p2p);
+}
+
+/* /sys/block/<disk>/spin/: per-disk cost parameters and counters. */
+
+struct spin_disk_attr {
+	struct device_attribute attr;
+	unsigned int nr;
+};
+
+static ssize_t spin_disk_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	struct spin_disk_attr *a = container_of(attr, struct spin_disk_attr,
+						attr);
+
+	return spin_rust_sysfs_show(disk_devt(dev_to_disk(dev)), a->nr, buf);
+}
+
+static ssize_t spin_disk_store(struct device *dev,
+			       struct device_attribute *attr, const char *buf,
+			       size_t count)
+{
+	struct spin_disk_attr *a = container_of(attr, struct spin_disk_attr,
+						attr);
+
+	return spin_rust_sysfs_store(disk_devt(dev_to_disk(dev)), a->nr, buf,
+				     count);
+}
+
+#define SPIN_DISK_ATTR(_name, _mode, _nr)				\
+	static struct spin_disk_attr spin_disk_attr_##_name = {		\
+		.attr = __ATTR(_name, _mode, spin_disk_show,		\
+			       spin_disk_store),			\
+		.nr = _nr,						\
+	}
+
+SPIN_DISK_ATTR(stat, 0444, SPIN_ATTR_STAT);
+SPIN_DISK_ATTR(s_cutoff, 0644, SPIN_ATTR_S_CUTOFF);
+SPIN_DISK_ATTR(c_p2p_ns, 0644, SPIN_ATTR_C_P2P_NS);
+SPIN_DISK_ATTR(bw_p2p, 0644, SPIN_ATTR_BW_P2P);
+SPIN_DISK_ATTR(bw_pc, 0644, SPIN_ATTR_BW_PC);
+
+static struct attribute *spin_disk_attrs[] = {
+	&spin_disk_attr_stat.attr.attr,
+	&spin_disk_attr_s_cutoff.attr.attr,
+	&spin_disk_attr_c_p2p_ns.attr.attr,
+	&spin_disk_attr_bw_p2p.attr.attr,
+	&spin_disk_attr_bw_pc.attr.attr,
+	NULL,
+};
+
+const struct attribute_group spin_disk_attr_group = {
+	.name = "spin",
+	.attrs = spin_disk_attrs,
+};
+
+/* /sys/kernel/spin/: the system-wide mode and counters. */
+
+struct spin_kobj_attr {
+	struct kobj_attribute attr;
+	unsigned int nr;
+};
+
+static ssize_t spin_kobj_show(struct kobject *kobj,
+			      struct kobj_attribute *attr, char *buf)
+{
+	struct spin_kobj_attr *a = container_of(attr, struct spin_kobj_attr,
+						attr);
+
+	return spin_rust_sysfs_show(0, a->nr, buf);
+}
+
+static ssize_t spin_kobj_store(struct kobject *kobj,
+			       struct kobj_attribute *attr, const char *buf,
+			       size_t count)
+{
+	struct spin_kobj_attr *a = container_of(attr, struct spin_kobj_attr,
+						attr);
+
+	return spin_rust_sysfs_store(0, a->nr, buf, count);
+}
+
+static struct spin_kobj_attr spin_kobj_attr_mode = {
+	.attr = __ATTR(mode, 0644, spin_kobj_show, spin_kobj_store),
+	.nr = SPIN_ATTR_MODE,
+};
+
+static struct spin_kobj_attr spin_kobj_attr_stat = {
+	.attr = __ATTR(stat, 0444, spin_kobj_show, spin_kobj_store),
+	.nr = SPIN_ATTR_STAT,
+};
+
+static struct attribute *spin_kobj_attrs[] = {
+	&spin_kobj_attr_mode.attr.attr,
+	&spin_kobj_attr_stat.attr.attr,
+	NULL,
+};
+
+static const struct attribute_group spin_kobj_attr_group = {
+	.attrs = spin_kobj_attrs,
+};
+
+/**
+ * spin_sysfs_init - create /sys/kernel/spin
+ *
+ * Return: 0 or a negative errno.
+ */
+int spin_sysfs_init(void)
+{
+	struct kobject *kobj;
+	int ret;
+
+	kobj = kobject_create_and_add("spin", kernel_kobj);
+	if (!kobj)
+		return -ENOMEM;
+	ret = sysfs_create_group(kobj, &spin_kobj_attr_group);
+	if (ret)
+		kobject_put(kobj);
+	return ret;
+}
