@@ -249,8 +249,8 @@ impl Request<'_> {
         let cached = unsafe {
             bindings::filemap_get_residency(
                 (*self.file()).f_mapping,
-                index as bindings::pgoff_t,
-                c_ulong::from(nr),
+                index as usize,
+                nr as usize,
                 map.as_mut_ptr().cast(),
             )
         };
