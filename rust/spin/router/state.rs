@@ -336,3 +336,72 @@ pub unsafe extern "C" fn spin_rust_sysfs_store(
         Err(e) => e.to_errno() as isize,
     }
 }
+
+#[cfg(CONFIG_SPIN_KUNIT_TEST)]
+#[kunit_tests(rust_spin_router)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysfs_numbers() {
+        assert_eq!(parse_u64(b"0"), Ok(0));
+        assert_eq!(parse_u64(b"131072\n"), Ok(131072));
+        assert_eq!(parse_u64(b"18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), Err(EINVAL));
+        assert_eq!(parse_u64(b""), Err(EINVAL));
+        assert_eq!(parse_u64(b"\n"), Err(EINVAL));
+        assert_eq!(parse_u64(b"12a"), Err(EINVAL));
+        assert_eq!(parse_u64(b"-1"), Err(EINVAL));
+        assert_eq!(parse_u64(b" 1"), Err(EINVAL));
+        assert_eq!(parse_u64(b"1\n\n"), Err(EINVAL));
+    }
+
+    #[test]
+    fn params_are_validated_together() -> Result {
+        let p = default_params()?;
+        let c = bindings::spin_sysfs_attr_SPIN_ATTR_C_P2P_NS;
+        let s = bindings::spin_sysfs_attr_SPIN_ATTR_S_CUTOFF;
+        let bw = bindings::spin_sysfs_attr_SPIN_ATTR_BW_P2P;
+        assert_eq!(with_param(&p, c, 100_000)?.c_p2p_ns(), 100_000);
+        assert_eq!(with_param(&p, s, 0)?.s_cutoff(), 0);
+        // 128 KiB at 6.5 GB/s takes 20.2 us: an overhead of 1 ns is inconsistent.
+        assert_eq!(with_param(&p, c, 1), Err(EINVAL));
+        assert_eq!(with_param(&p, bw, 0), Err(EINVAL));
+        assert_eq!(with_param(&p, s, (16 << 20) + 1), Err(EINVAL));
+        assert_eq!(
+            with_param(&p, bindings::spin_sysfs_attr_SPIN_ATTR_STAT, 1),
+            Err(EINVAL)
+        );
+        // The source set is left as it was.
+        assert_eq!(p, default_params()?);
+        Ok(())
+    }
+
+    #[test]
+    fn mode_names_round_trip() {
+        for m in Mode::ALL {
+            let found = Mode::ALL
+                .into_iter()
+                .find(|n| n.name().to_bytes() == m.name().to_bytes());
+            assert_eq!(found, Some(m));
+        }
+        assert_eq!(Mode::Auto as i32, 0);
+    }
+
+    #[test]
+    fn stat_lists_every_counter() {
+        let c = Counters::new();
+        c.fallback[Fallback::Queue as usize].add(3, Relaxed);
+        let mut buf = [0u8; 512];
+        let mut f = Formatter::new(&mut buf);
+        assert!(c.show(&mut f).is_ok());
+        let n = f.bytes_written();
+        let text = core::str::from_utf8(&buf[..n]).unwrap_or("");
+        assert!(text.starts_with("requests 0\n"));
+        assert!(text.contains("\nfallback_queue 3\n"));
+        assert!(text.contains("\nfallback_no_bdev 0\n"));
+        assert!(text.ends_with("fallback_io_error 0\n"));
+        assert!(!text.contains("fallback_none"));
+        assert_eq!(text.lines().count(), 13);
+    }
+}
