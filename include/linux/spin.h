@@ -51,6 +51,14 @@ ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 		      size_t len, bool direct);
 loff_t spin_file_size(struct file *file);
 
+struct spin_aio_batch;
+struct spin_aio_batch *spin_aio_batch_alloc(unsigned int n);
+void spin_aio_start(struct spin_aio_batch *batch, unsigned int idx,
+		    struct kiocb *orig, loff_t pos, unsigned long addr,
+		    size_t len);
+ssize_t spin_aio_wait(struct spin_aio_batch *batch, unsigned int idx);
+void spin_aio_batch_free(struct spin_aio_batch *batch);
+
 /**
  * struct spin_file_info - what the router needs to know about a file
  * @devt: device number of the whole disk holding the file, 0 if none

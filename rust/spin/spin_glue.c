@@ -7,12 +7,14 @@
  */
 
 #include <linux/blkdev.h>
+#include <linux/completion.h>
 #include <linux/fs.h>
 #include <linux/kobject.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
 #include <linux/spin.h>
 #include <linux/stat.h>
+#include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <linux/uio.h>
 
@@ -135,6 +137,100 @@ ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 		kiocb.ki_flags &= ~IOCB_DIRECT;
 	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
 	return file->f_op->read_iter(&kiocb, &iter);
+}
+
+/* A P2P leg in flight: an asynchronous direct read of the router's own. */
+struct spin_aio {
+	struct kiocb iocb;
+	struct completion done;
+	long res;
+};
+
+struct spin_aio_batch {
+	unsigned int n;
+	struct spin_aio aio[] __counted_by(n);
+};
+
+/**
+ * spin_aio_batch_alloc - room for @n P2P legs in flight
+ * @n: number of legs, at least one
+ *
+ * Return: the batch, or %NULL if out of memory.
+ */
+struct spin_aio_batch *spin_aio_batch_alloc(unsigned int n)
+{
+	struct spin_aio_batch *batch;
+
+	batch = kvzalloc(struct_size(batch, aio, n), GFP_KERNEL);
+	if (batch)
+		batch->n = n;
+	return batch;
+}
+
+/**
+ * spin_aio_batch_free - free a batch
+ * @batch: the batch; every leg started in it has been waited for
+ */
+void spin_aio_batch_free(struct spin_aio_batch *batch)
+{
+	kvfree(batch);
+}
+
+static void spin_aio_complete(struct kiocb *iocb, long res)
+{
+	struct spin_aio *aio = container_of(iocb, struct spin_aio, iocb);
+
+	aio->res = res;
+	complete(&aio->done);
+}
+
+/**
+ * spin_aio_start - start a P2P leg as an asynchronous direct read
+ * @batch: the batch
+ * @idx: the leg's slot, below the batch's size, not in use
+ * @orig: the request being routed
+ * @pos: file offset of the leg
+ * @addr: user address of the leg's destination (GPU memory)
+ * @len: length of the leg
+ *
+ * The filesystem's direct read path pins the destination and submits the
+ * bios before it returns, holding its locks only for that time, so the CPU
+ * can copy the page-cache legs while the device transfers. Call
+ * spin_aio_wait() for every started leg before the batch is freed and before
+ * the request returns: the request's file reference covers the I/O.
+ */
+void spin_aio_start(struct spin_aio_batch *batch, unsigned int idx,
+		    struct kiocb *orig, loff_t pos, unsigned long addr,
+		    size_t len)
+{
+	struct spin_aio *aio = &batch->aio[idx];
+	struct file *file = orig->ki_filp;
+	struct iov_iter iter;
+	ssize_t ret;
+
+	kiocb_clone(&aio->iocb, orig, file);
+	aio->iocb.ki_pos = pos;
+	aio->iocb.ki_flags = (orig->ki_flags | IOCB_DIRECT) & ~IOCB_HIPRI;
+	aio->iocb.ki_complete = spin_aio_complete;
+	init_completion(&aio->done);
+	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
+	ret = file->f_op->read_iter(&aio->iocb, &iter);
+	if (ret != -EIOCBQUEUED)
+		spin_aio_complete(&aio->iocb, ret);
+}
+
+/**
+ * spin_aio_wait - wait for a P2P leg started with spin_aio_start()
+ * @batch: the batch
+ * @idx: the leg's slot
+ *
+ * Context: sleeps, uninterruptibly: the device is writing into user memory.
+ * Return: bytes read or a negative errno.
+ */
+ssize_t spin_aio_wait(struct spin_aio_batch *batch, unsigned int idx)
+{
+	wait_for_completion(&batch->aio[idx].done);
+	return batch->aio[idx].res;
 }
 
 /**

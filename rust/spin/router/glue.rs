@@ -5,12 +5,7 @@
 //!
 //! Every `unsafe` block of the router is in this file.
 
-use kernel::{
-    bindings,
-    pci,
-    prelude::*,
-    sync::aref::ARef,
-};
+use kernel::{bindings, pci, prelude::*, sync::aref::ARef};
 
 use core::ptr::NonNull;
 
@@ -169,12 +164,7 @@ impl Request<'_> {
         let (mut addr, mut len) = (0, 0);
         // SAFETY: `iter` is valid (type invariant); the out-pointers are locals.
         let found = unsafe {
-            bindings::spin_iter_segment(
-                self.iter.as_ptr(),
-                idx as c_ulong,
-                &mut addr,
-                &mut len,
-            )
+            bindings::spin_iter_segment(self.iter.as_ptr(), idx as c_ulong, &mut addr, &mut len)
         };
         found.then_some((addr as usize, len))
     }
@@ -197,7 +187,13 @@ impl Request<'_> {
 
     /// Reads `len` bytes at file offset `pos` into user memory at `addr`, through the page cache
     /// or as direct I/O, with a fresh `->read_iter()` call.
-    pub(crate) fn sub_read(&self, pos: i64, addr: usize, len: usize, direct: bool) -> Result<usize> {
+    pub(crate) fn sub_read(
+        &self,
+        pos: i64,
+        addr: usize,
+        len: usize,
+        direct: bool,
+    ) -> Result<usize> {
         // SAFETY: `iocb` is valid (type invariant); the user range is checked by the filesystem
         // (it is an ordinary user pointer, as in read(2)).
         let ret = unsafe {
@@ -255,6 +251,87 @@ impl Request<'_> {
             )
         };
         Ok(cached as u64)
+    }
+}
+
+/// P2P legs in flight: asynchronous direct reads of one request (see `spin_aio_start()`).
+///
+/// Dropping the batch waits for every leg still in flight, so the device never writes into the
+/// destination after the request returned.
+///
+/// # Invariants
+///
+/// `batch` has `started.len()` slots, allocated by `spin_aio_batch_alloc()`; `started[i]` is
+/// whether slot `i` holds a leg that was started and not yet waited for.
+pub(crate) struct AioBatch<'r, 'a> {
+    req: &'r Request<'a>,
+    batch: NonNull<bindings::spin_aio_batch>,
+    started: KVVec<bool>,
+}
+
+impl<'r, 'a> AioBatch<'r, 'a> {
+    /// Room for `n` legs of `req`.
+    pub(crate) fn new(req: &'r Request<'a>, n: usize) -> Result<Self> {
+        let slots = u32::try_from(n).map_err(|_| EINVAL)?;
+        let started = KVVec::from_elem(false, n, GFP_KERNEL)?;
+        // SAFETY: No preconditions.
+        let batch = NonNull::new(unsafe { bindings::spin_aio_batch_alloc(slots) }).ok_or(ENOMEM)?;
+        Ok(Self {
+            req,
+            batch,
+            started,
+        })
+    }
+
+    /// Starts reading `len` bytes at `pos` into user memory at `addr` by direct I/O in slot `idx`.
+    pub(crate) fn start(&mut self, idx: usize, pos: i64, addr: usize, len: usize) -> Result {
+        let slot = self.started.get_mut(idx).ok_or(EINVAL)?;
+        if *slot {
+            return Err(EBUSY);
+        }
+        // SAFETY: `idx` is a free slot of the batch (type invariants); the request's `iocb` is
+        // valid (type invariants of `Request`) and outlives the batch, which waits for the leg
+        // at the latest when it is dropped.
+        unsafe {
+            bindings::spin_aio_start(
+                self.batch.as_ptr(),
+                idx as u32,
+                self.req.iocb.as_ptr(),
+                pos,
+                addr as c_ulong,
+                len,
+            )
+        };
+        *slot = true;
+        Ok(())
+    }
+
+    /// Waits for the leg in slot `idx`; returns the bytes it read.
+    pub(crate) fn wait(&mut self, idx: usize) -> Result<usize> {
+        let slot = self.started.get_mut(idx).ok_or(EINVAL)?;
+        if !*slot {
+            return Err(EINVAL);
+        }
+        *slot = false;
+        // SAFETY: Slot `idx` holds a started leg (checked above).
+        let ret = unsafe { bindings::spin_aio_wait(self.batch.as_ptr(), idx as u32) };
+        if ret < 0 {
+            return Err(Error::from_errno(ret as c_int));
+        }
+        Ok(ret as usize)
+    }
+}
+
+impl Drop for AioBatch<'_, '_> {
+    fn drop(&mut self) {
+        for idx in 0..self.started.len() {
+            if self.started[idx] {
+                let _ = self.wait(idx);
+            }
+        }
+        // SAFETY: Every started leg was waited for; the batch came from
+        // `spin_aio_batch_alloc()`.
+        unsafe { bindings::spin_aio_batch_free(self.batch.as_ptr()) };
     }
 }
 

@@ -9,9 +9,10 @@
 //! everything else is read as usual. A routed part is clipped to the file size, planned in
 //! chunks of at most [`CHUNK`] bytes ([`crate::sched::plan`]: unaligned head and tail through
 //! the page cache, the pages in between scheduled on their residency by
-//! [`crate::sched::optimal`]) and executed leg by leg, each leg a fresh `->read_iter()` call:
-//! without `IOCB_DIRECT` for page-cache legs, with it for P2P legs, whose bios then carry the
-//! GPU pages (`FOLL_PCI_P2PDMA` pinning in the block layer).
+//! [`crate::sched::overlap`]) and executed, each leg a fresh `->read_iter()` call: without
+//! `IOCB_DIRECT` for page-cache legs, with it for P2P legs, whose bios then carry the GPU pages
+//! (`FOLL_PCI_P2PDMA` pinning in the block layer). The P2P legs are started asynchronously
+//! first and stay in flight while the CPU copies the page-cache legs.
 //!
 //! Correctness does not depend on the residency snapshot: a page-cache leg over pages evicted
 //! meanwhile reads them in, and a direct read flushes dirty pages of its range first
@@ -35,14 +36,7 @@ use crate::sched::{
     Path, RunsBuilder, Segment, Slot,
 };
 use glue::{Fallback, FileInfo, Request};
-use kernel::{
-    bindings,
-    mm::MmWithUser,
-    page::PAGE_SIZE,
-    pci,
-    prelude::*,
-    sync::aref::ARef,
-};
+use kernel::{bindings, mm::MmWithUser, page::PAGE_SIZE, pci, prelude::*, sync::aref::ARef};
 use state::{Account, Mode};
 
 /// Largest part of a request planned at once: 8 MiB, 2048 pages of 4 KiB. Bounds the
@@ -102,7 +96,7 @@ fn any_gpu(req: &Request<'_>, mm: &MmWithUser) -> bool {
 /// `iocb` and `iter` must be the arguments of a `->read_iter()` call the VFS is making:
 /// valid, with `iocb->ki_filp` open for reading and having `->read_iter`.
 #[no_mangle]
-pub unsafe extern "C" fn spin_route_read_iter(
+unsafe extern "C" fn spin_route_read_iter(
     iocb: *mut bindings::kiocb,
     iter: *mut bindings::iov_iter,
 ) -> isize {
@@ -179,28 +173,42 @@ struct Ctx<'r, 'a> {
 }
 
 impl Ctx<'_, '_> {
-    /// Executes one leg; a failed P2P leg is counted and redone through the page cache.
-    fn leg(&mut self, pos: i64, addr: usize, len: usize, p2p: bool) -> Result<usize> {
-        let mut p2p = p2p;
-        let n = match self.req.sub_read(pos, addr, len, p2p) {
-            Err(e) if p2p && e != EINTR && e != ERESTARTSYS => {
-                self.account.io_error();
-                p2p = false;
-                self.req.sub_read(pos, addr, len, false)?
-            }
-            r => r?,
-        };
-        if n > 0 {
-            self.account.segment(p2p, n);
-            glue::trace_segment(&self.info, pos, n, p2p);
-            if p2p {
-                self.bytes_p2p += n as u64;
-            } else {
-                self.bytes_pc += n as u64;
-            }
-            self.segs += 1;
+    /// Counts and traces a leg of `n` bytes at `pos`.
+    fn done(&mut self, pos: i64, n: usize, p2p: bool) {
+        if n == 0 {
+            return;
         }
+        self.account.segment(p2p, n);
+        glue::trace_segment(&self.info, pos, n, p2p);
+        if p2p {
+            self.bytes_p2p += n as u64;
+        } else {
+            self.bytes_pc += n as u64;
+        }
+        self.segs += 1;
+    }
+
+    /// Reads a leg through the page cache.
+    fn copy(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        let n = self.req.sub_read(pos, addr, len, false)?;
+        self.done(pos, n, false);
         Ok(n)
+    }
+
+    /// Accounts for a finished P2P leg; one that failed is counted and redone through the page
+    /// cache.
+    fn p2p_done(&mut self, r: Result<usize>, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        match r {
+            Ok(n) => {
+                self.done(pos, n, true);
+                Ok(n)
+            }
+            Err(e) if e == EINTR || e == ERESTARTSYS => Err(e),
+            Err(_) => {
+                self.account.io_error();
+                self.copy(pos, addr, len)
+            }
+        }
     }
 }
 
@@ -250,7 +258,7 @@ fn route_gpu(
     let result = if reason == Fallback::None {
         route_chunks(&mut ctx, &params, mode, pos, addr, len)
     } else {
-        ctx.leg(pos, addr, len, false)
+        ctx.copy(pos, addr, len)
     };
     glue::trace_route(
         &ctx.info,
@@ -325,18 +333,73 @@ fn route_chunk(
         &mut legs,
     )
     .map_err(|_| EINVAL)?;
-    let mut done = 0;
-    for leg in legs.iter().take(n) {
-        let l = leg.len as usize;
-        let got = ctx.leg(
+    execute(ctx, pos, addr, &legs[..n])
+}
+
+/// Executes the legs of a chunk: the P2P legs are started first and stay in flight while the
+/// CPU copies the page-cache legs; then the P2P legs are waited for in order. Returns the bytes
+/// read, counted up to the first leg that came back short or failed.
+fn execute(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, legs: &[Leg]) -> Result<usize> {
+    let p2p_legs = legs.iter().filter(|l| l.path == Path::P2p).count();
+    let mut outcome: KVVec<Option<Result<usize>>> = KVVec::from_elem(None, legs.len(), GFP_KERNEL)?;
+    let req = ctx.req;
+    let mut batch = match p2p_legs {
+        0 => None,
+        n => Some(glue::AioBatch::new(req, n)?),
+    };
+    if let Some(batch) = batch.as_mut() {
+        for (slot, leg) in legs.iter().filter(|l| l.path == Path::P2p).enumerate() {
+            batch.start(
+                slot,
+                pos + leg.off as i64,
+                addr + leg.off as usize,
+                leg.len as usize,
+            )?;
+        }
+    }
+    // The copies, in order, while the device works; none after one that came back short.
+    for (leg, out) in legs.iter().zip(outcome.iter_mut()) {
+        if leg.path == Path::P2p {
+            continue;
+        }
+        let r = ctx.copy(
             pos + leg.off as i64,
             addr + leg.off as usize,
-            l,
-            leg.path == Path::P2p,
-        )?;
-        done += got;
-        if got < l {
+            leg.len as usize,
+        );
+        let stop = !matches!(r, Ok(n) if n as u64 == leg.len);
+        *out = Some(r);
+        if stop {
             break;
+        }
+    }
+    if let Some(batch) = batch.as_mut() {
+        let p2p = legs
+            .iter()
+            .zip(outcome.iter_mut())
+            .filter(|(l, _)| l.path == Path::P2p);
+        for (slot, (leg, out)) in p2p.enumerate() {
+            let (at, a, l) = (
+                pos + leg.off as i64,
+                addr + leg.off as usize,
+                leg.len as usize,
+            );
+            let r = batch.wait(slot);
+            *out = Some(ctx.p2p_done(r, at, a, l));
+        }
+    }
+    drop(batch);
+    let mut done = 0;
+    for (leg, out) in legs.iter().zip(outcome.iter()) {
+        match out {
+            Some(Ok(n)) => {
+                done += n;
+                if *n as u64 != leg.len {
+                    break;
+                }
+            }
+            Some(Err(e)) if done == 0 => return Err(*e),
+            _ => break,
         }
     }
     Ok(done)
@@ -357,10 +420,27 @@ fn schedule(
     let mut builder = RunsBuilder::new(&mut lens);
     plan::push_bitmap(&mut builder, &bits, pages).map_err(|_| EINVAL)?;
     let runs = builder.finish().map_err(|_| EINVAL)?;
+    if runs.all_cached() {
+        // The makespan objective would read part of a fully cached request from the device, in
+        // parallel with the copy; the model does not price the device bandwidth that takes
+        // from other requests, so data the host holds entirely is only copied.
+        segs.push(
+            Segment {
+                start: 0,
+                len: pages,
+                path: Path::PageCache,
+            },
+            GFP_KERNEL,
+        )?;
+        return Ok(());
+    }
     let mut scratch = KVVec::from_elem(Slot::EMPTY, sched::scratch_len(&runs), GFP_KERNEL)?;
+    let mut gaps = KVVec::from_elem(0u32, sched::gap_scratch_len(&runs), GFP_KERNEL)?;
     segs.resize(runs.max_segments(), Segment::EMPTY, GFP_KERNEL)?;
-    let used = sched::optimal(params, &runs, segs, &mut scratch)
+    // The legs run overlapped (see `execute`): minimise the makespan.
+    let used = sched::overlap(params, &runs, segs, &mut scratch, &mut gaps)
         .map_err(|_| EINVAL)?
+        .schedule
         .segments
         .len();
     segs.truncate(used);

@@ -88,7 +88,12 @@ impl Counters {
         writeln!(f, "segments_pagecache {}", v(&self.segs_pc))?;
         writeln!(f, "segments_p2p {}", v(&self.segs_p2p))?;
         for (reason, count) in Fallback::ALL.iter().zip(&self.fallback).skip(1) {
-            writeln!(f, "fallback_{} {}", reason.name().to_str().unwrap_or("?"), v(count))?;
+            writeln!(
+                f,
+                "fallback_{} {}",
+                reason.name().to_str().unwrap_or("?"),
+                v(count)
+            )?;
         }
         writeln!(f, "fallback_io_error {}", v(&self.io_error))
     }
@@ -307,7 +312,7 @@ fn store(devt: u32, attr: u32, input: &[u8]) -> Result {
 ///
 /// `buf` must be a sysfs show buffer (`PAGE_SIZE` bytes, writable).
 #[no_mangle]
-pub unsafe extern "C" fn spin_rust_sysfs_show(devt: u32, attr: u32, buf: *mut u8) -> isize {
+unsafe extern "C" fn spin_rust_sysfs_show(devt: u32, attr: u32, buf: *mut u8) -> isize {
     // SAFETY: sysfs show buffers are `PAGE_SIZE` bytes (function safety requirements).
     let page = unsafe { core::slice::from_raw_parts_mut(buf, kernel::page::PAGE_SIZE) };
     let mut f = Formatter::new(page);
@@ -323,7 +328,7 @@ pub unsafe extern "C" fn spin_rust_sysfs_show(devt: u32, attr: u32, buf: *mut u8
 ///
 /// `buf` must point to `count` readable bytes (a sysfs store buffer).
 #[no_mangle]
-pub unsafe extern "C" fn spin_rust_sysfs_store(
+unsafe extern "C" fn spin_rust_sysfs_store(
     devt: u32,
     attr: u32,
     buf: *const u8,

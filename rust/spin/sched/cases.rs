@@ -571,9 +571,30 @@ pub fn plan_legs_cover_the_request() -> Result<(), CaseError> {
     let n = ok!(plan::legs(pos, len, w.as_ref(), &segs, 4096, &mut out));
     let got = &out[..n];
     check!(n == 5);
-    check!(got[0] == Leg { off: 0, len: 24, path: Path::PageCache });
-    check!(got[1] == Leg { off: 24, len: 8192 - 1024, path: Path::P2p });
-    check!(got[2] == Leg { off: 8192 - 1000, len: 4096, path: Path::PageCache });
+    check!(
+        got[0]
+            == Leg {
+                off: 0,
+                len: 24,
+                path: Path::PageCache
+            }
+    );
+    check!(
+        got[1]
+            == Leg {
+                off: 24,
+                len: 8192 - 1024,
+                path: Path::P2p
+            }
+    );
+    check!(
+        got[2]
+            == Leg {
+                off: 8192 - 1000,
+                len: 4096,
+                path: Path::PageCache
+            }
+    );
     check!(got[3].path == Path::P2p && got[3].off + pos == 12288);
     check!(got[4].path == Path::PageCache);
     let mut next = 0;
@@ -589,12 +610,27 @@ pub fn plan_legs_cover_the_request() -> Result<(), CaseError> {
     // Everything through the page cache merges into one leg; no window, one leg.
     let all = [ok!(plan::whole(&wr, Path::PageCache).ok_or(()))];
     check!(ok!(plan::legs(pos, len, w.as_ref(), &all, 4096, &mut out)) == 1);
-    check!(out[0] == Leg { off: 0, len, path: Path::PageCache });
+    check!(
+        out[0]
+            == Leg {
+                off: 0,
+                len,
+                path: Path::PageCache
+            }
+    );
     check!(ok!(plan::legs(5, 10, None, &[], 4096, &mut out)) == 1);
-    check!(out[0] == Leg { off: 0, len: 10, path: Path::PageCache });
+    check!(
+        out[0]
+            == Leg {
+                off: 0,
+                len: 10,
+                path: Path::PageCache
+            }
+    );
     // Too small an output is an error.
     check!(
-        plan::legs(pos, len, w.as_ref(), &segs, 4096, &mut out[..4]) == Err(PlanError::OutputTooSmall)
+        plan::legs(pos, len, w.as_ref(), &segs, 4096, &mut out[..4])
+            == Err(PlanError::OutputTooSmall)
     );
     Ok(())
 }

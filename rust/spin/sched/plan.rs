@@ -68,7 +68,9 @@ pub fn window(pos: u64, len: u64, align: u32, page: u32) -> Result<Option<Window
     }
     let end = pos.checked_add(len).ok_or(PlanError::Overflow)?;
     let (align, page) = (u64::from(align), u64::from(page));
-    let start = pos.checked_next_multiple_of(align).ok_or(PlanError::Overflow)?;
+    let start = pos
+        .checked_next_multiple_of(align)
+        .ok_or(PlanError::Overflow)?;
     let end = end - end % align;
     if start >= end {
         return Ok(None);
@@ -93,7 +95,10 @@ pub fn push_bitmap(
     const BITS: u32 = usize::BITS;
     let mut i: u32 = 0;
     while i < nbits {
-        let word = words.get((i / BITS) as usize).copied().ok_or(RunsError::Full)?;
+        let word = words
+            .get((i / BITS) as usize)
+            .copied()
+            .ok_or(RunsError::Full)?;
         let shift = i % BITS;
         let cached = (word >> shift) & 1 == 1;
         // Length of the run of equal bits from bit `shift` within this word.
