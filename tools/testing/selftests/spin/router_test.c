@@ -147,7 +147,8 @@ struct fs {
 	const char *name, *serial, *mkfs, *type, *dir;
 	int virtio;
 	char dev[64], disk[64], stat[PATH_MAX], path[PATH_MAX];
-	long long lbs, dma_align;
+	long long lbs;		/* direct-I/O block: logical block or dio_offset_align */
+	long long dma_align;	/* direct-I/O memory alignment */
 	int fd, fd_ra;		/* the data file; the same with POSIX_FADV_RANDOM */
 	const uint8_t *map;	/* a PROT_READ mapping of it, for mincore() */
 	struct stat st;
@@ -1731,6 +1732,7 @@ static void fs_find(struct fs *fs)
 /* mkfs, mount, a pattern file of @size bytes, its descriptors and mapping. */
 static void fs_setup(struct fs *fs, long long size)
 {
+	struct statx stx;
 	char cmd[256];
 
 	fs_find(fs);
@@ -1751,6 +1753,14 @@ static void fs_setup(struct fs *fs, long long size)
 	}
 	if (fsync(fs->fd) || fstat(fs->fd, &fs->st))
 		ksft_exit_fail_msg("fsync %s: %s\n", fs->path, strerror(errno));
+	/* The router's direct-I/O geometry: the larger of the disk's and the file's. */
+	if (!statx(AT_FDCWD, fs->path, 0, STATX_DIOALIGN, &stx) &&
+	    (stx.stx_mask & STATX_DIOALIGN)) {
+		if ((long long)stx.stx_dio_offset_align > fs->lbs)
+			fs->lbs = stx.stx_dio_offset_align;
+		if ((long long)stx.stx_dio_mem_align > fs->dma_align)
+			fs->dma_align = stx.stx_dio_mem_align;
+	}
 	fs->size = size;
 	fs->fd_ra = open(fs->path, O_RDONLY);
 	if (fs->fd_ra < 0 || posix_fadvise(fs->fd_ra, 0, 0, POSIX_FADV_RANDOM))
@@ -2012,7 +2022,7 @@ int main(void)
 		struct fs *fs = both[i];
 
 		fs_setup(fs, DATA_LEN);
-		ksft_print_msg("%s on %s (%s, logical block %lld, DMA alignment %lld)\n",
+		ksft_print_msg("%s on %s (%s, direct-I/O block %lld, memory alignment %lld)\n",
 			       fs->type, fs->dev, fs->serial, fs->lbs, fs->dma_align);
 		read_matrix(fs);
 		eof_reads(fs);
