@@ -242,7 +242,8 @@ fn route_gpu(
         // The P2P legs start at aligned file offsets; their GPU addresses move in lockstep.
         let first = (pos as u64).next_multiple_of(u64::from(info.offset_align));
         let gpu = (addr as u64).wrapping_add(first - pos as u64);
-        if gpu % u64::from(info.mem_align.max(1)) != 0 {
+        let mem_align = u64::from(info.mem_align.max(1));
+        if mem_align > u64::from(info.offset_align) || gpu % mem_align != 0 {
             reason = Fallback::Misaligned;
         }
     }
