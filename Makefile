@@ -24,12 +24,13 @@ export BUILD KSRC KOBJ
 # VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem series series-check export clean distclean
+	test-selfcheck bench-core bench-gpumem bench-router series series-check export clean \
+	distclean
 
 help:
 	@sed -n '/^## /s/^## //p' README.md 2>/dev/null | head -40 || true
 	@echo "targets: run test setup tree apply kernel initramfs test-core test-vm test-selfcheck"
-	@echo "         bench-core bench-gpumem series series-check export clean distclean"
+	@echo "         bench-core bench-gpumem bench-router series series-check export clean distclean"
 
 ## setup: install the toolchain, QEMU and the kernel source package (root, idempotent)
 setup:
@@ -81,6 +82,43 @@ bench-gpumem: tree
 	@grep -v '^@@' $(BUILD)/bench-gpumem/results.log | tr -d '\r' > $(BUILD)/bench-gpumem/summary.md
 	@echo "[bench] report: $(BUILD)/bench-gpumem/summary.md"
 
+## bench-router: the router (#5): auto vs p2p vs pagecache over a read matrix into GPU memory
+# The NVMe drives are throttled to model an SSD against TCG's memcpy (~300 MB/s page-cache
+# copies into GPU memory, ~0.3 ms per emulated I/O): 180 MB/s makes the device 1.5-1.8x
+# slower per byte than the copy (Gen4: 6.5 vs 10 GB/s); 2000 IOPS keeps a small P2P read at
+# 0.3-0.5 ms. SPIN_VM_BPS / SPIN_VM_IOPS override (see README.md, Measurements). ROUTER_BENCH_ARGS adds router_bench.* options
+# (see router_bench.c). NOSPIN=1 also builds the same tree with CONFIG_SPIN=n in
+# build/obj-nospin (a second kernel build: cold ~30 min) and runs the CPU-only check on it.
+ROUTER_BPS  ?= 180000000
+ROUTER_IOPS ?= 2000
+ROUTER_OUT  := $(BUILD)/bench-router
+NOSPIN_OBJ  := $(BUILD)/obj-nospin
+ROUTER_VM    = $(PY) $(SCRIPTS)/vm.py --mode bench --bench router_bench \
+	--bps $${SPIN_VM_BPS:-$(ROUTER_BPS)} --iops $${SPIN_VM_IOPS:-$(ROUTER_IOPS)} \
+	--timeout $${SPIN_VM_TIMEOUT:-1800}
+ROUTER_ARGS  = router_bench.bps=$${SPIN_VM_BPS:-$(ROUTER_BPS)} \
+	router_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(ROUTER_BENCH_ARGS)
+# The fragment minus spin (from HEAD under SPIN_APPLY=committed, like build-kernel.sh).
+NOSPIN_KERNEL = mkdir -p $(NOSPIN_OBJ) && \
+	{ if [ "$${SPIN_APPLY:-}" = committed ]; then \
+		git -C $(REPO) show HEAD:tools/testing/spin/config/spin.config; \
+	else cat $(REPO)/tools/testing/spin/config/spin.config; fi; } | \
+	sed -e "s/^CONFIG_SPIN=y/CONFIG_SPIN=n/" -e "/^CONFIG_SPIN_KUNIT_TEST=/d" \
+		> $(NOSPIN_OBJ)/nospin.config && \
+	KOBJ=$(NOSPIN_OBJ) FRAGMENT=$(NOSPIN_OBJ)/nospin.config $(SCRIPTS)/build-kernel.sh
+
+bench-router: tree
+	@rm -rf $(ROUTER_OUT)/nospin
+	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && \
+		$(if $(NOSPIN),$(NOSPIN_KERNEL) &&) \
+		{ $(ROUTER_VM) --out $(ROUTER_OUT) --append "$(ROUTER_ARGS)" || rc=$$?; \
+		$(if $(NOSPIN),$(ROUTER_VM) --out $(ROUTER_OUT)/nospin \
+			--kernel $(NOSPIN_OBJ)/arch/x86/boot/bzImage \
+			--append "$(ROUTER_ARGS) router_bench.cpuonly=1" || rc=$$?;) \
+		exit $${rc:-0}; }' || rc=$$?; \
+	$(PY) $(REPO)/tools/testing/spin/bench/router_report.py $(ROUTER_OUT) || rc=$$?; \
+	exit $$rc
+
 ## series: emit the patch series with a cover letter into build/series
 series: tree
 	@$(KTREE) series --out $(BUILD)/series
@@ -94,7 +132,7 @@ export:
 	@$(KTREE) export
 
 clean:
-	rm -rf $(BUILD)/vm $(BUILD)/initramfs $(BUILD)/series $(BUILD)/bench-core
+	rm -rf $(BUILD)/vm $(BUILD)/initramfs $(BUILD)/series $(BUILD)/bench-core $(BUILD)/bench-router
 
 distclean:
 	rm -rf $(BUILD)

@@ -1,0 +1,1024 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * router_bench: the router of issue #5 measured in one guest run.
+ *
+ * 1. CPU-only check: buffered pread() into host memory (malloc'ed), cached and
+ *    uncached, with the router's static key off (no GPU buffer exists) and on
+ *    (a GPU buffer is allocated and mapped), rounds interleaved off/on/on/off.
+ * 2. The cost model of the disk (/sys/block/<disk>/spin/{s_cutoff,c_p2p_ns,
+ *    bw_p2p,bw_pc}) fitted to the rig: P2P reads of 4 KiB .. 4 MiB in p2p mode
+ *    and page-cache copies in pagecache mode, written to sysfs so that auto
+ *    decides with the rig's costs and not a Gen4 SSD's (router_bench.model=
+ *    default keeps the kernel's defaults).
+ * 3. The TIOtest-like matrix: sequential reads of 512 B .. 8 MiB per call and
+ *    random reads of 512 B .. 1 MiB over a file on ext4 on spin-nvme0, with 0,
+ *    50 (alternating chunks, 1 MiB by default) and 100% of the file resident in
+ *    the page cache, each under /sys/kernel/spin/mode auto, p2p and pagecache.
+ *    Destination: GPU memory from the stand-in GPU's DMA-BUF heap, mmapped;
+ *    plain buffered pread(). The three modes of a cell are measured
+ *    interleaved in every round; each measurement sets its residency first
+ *    (fsync + POSIX_FADV_DONTNEED + pread into host memory of the chosen
+ *    chunks, checked with mincore()), drains QEMU's throttling burst, and
+ *    records the deltas of /sys/block/<disk>/spin/stat. One untimed read per
+ *    measurement is checked against the file's pattern.
+ *
+ * Output (stdout is the results channel in bench mode): "rb-*" key=value lines
+ * for tools/testing/spin/bench/router_report.py, "# ..." progress lines, a
+ * Markdown table, and numbered TAP lines ("not ok N" fails the run).
+ *
+ * Options on the kernel command line (vm.py --append): router_bench.file_mib
+ * (64), .rounds (5), .max_rounds (9: a cell whose auto / best ratios spread
+ * (median absolute deviation > 0.04) gets more rounds while the run is ahead
+ * of .budget_s, 780 s), .cpu_rounds (16), .chunk_kib (1024), .tmax_ms (1000: a
+ * timed run stops after this, at a chunk-pair boundary for sequential reads, so
+ * that a slow mode does not take minutes), .model=default, .cpuonly=1 (only step 1,
+ * also on a kernel without spin), .bps and .iops (the QEMU throttling, to
+ * drain its burst; the Makefile passes them), .norouter=1 (a self-test of the
+ * bench on a kernel without the router: modes and counters are not touched,
+ * every "mode" is the kernel's plain buffered read; the header says so).
+ *
+ * Emulator figures (QEMU TCG, the BAR is host RAM): compare ratios only.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spin_lib.h"
+
+#define KiB (1UL << 10)
+#define MiB (1UL << 20)
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#endif
+#define GPU_LEN (16 * MiB)	/* the GPU buffer */
+#define DST_MOD (8 * MiB)	/* destination = gpu + file offset % DST_MOD */
+#define HOST_LEN (8 * MiB)
+#define SEED 0x5b1dULL
+#define MNT "/mnt/router_bench"
+#define PATH MNT "/data"
+#define MODE_PATH "/sys/kernel/spin/mode"
+#define MAX_ROUNDS 15
+
+enum { M_AUTO, M_P2P, M_PC, NMODES };
+static const char *const mode_name[NMODES] = { "auto", "p2p", "pagecache" };
+
+static struct {
+	long file_mib, rounds, max_rounds, budget_s, chunk_kib, cpu_rounds, tmax_ms;
+	long long bps, iops;
+	int cpuonly, model_default, norouter;
+} opt = { 64, 5, 9, 780, 1024, 16, 1000, 0, 0, 0, 0, 0 };
+
+static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
+static size_t file_len, chunk;
+static int setup_fd = -1, raw_fd = -1, tapn, failures;
+static uint8_t *host, *drain_buf, *gpu;
+static long long dev_size;
+static double t_start;
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static double elapsed(void)
+{
+	return now() - t_start;
+}
+
+__printf(1, 2) static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("not ok %d - ", ++tapn);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	failures++;
+}
+
+__printf(1, 2) static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("not ok %d - ", ++tapn);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n# router_bench stopped after %.0f s\n", elapsed());
+	exit(1);
+}
+
+/* router_bench.<key>=<value> from the kernel command line, or NULL. */
+static const char *cmdline_opt(const char *key)
+{
+	static char line[4096], copy[4096];
+	char want[64], *tok, *save;
+
+	if (!line[0] && spin_read_file("/proc/cmdline", line, sizeof(line)))
+		return NULL;
+	snprintf(want, sizeof(want), "router_bench.%s=", key);
+	snprintf(copy, sizeof(copy), "%s", line);
+	for (tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+		if (!strncmp(tok, want, strlen(want)))
+			return tok + strlen(want);
+	return NULL;
+}
+
+static long long cmdline_ll(const char *key, long long def)
+{
+	const char *v = cmdline_opt(key);
+
+	return v ? atoll(v) : def;
+}
+
+static void parse_opts(void)
+{
+	const char *model = cmdline_opt("model");
+
+	opt.file_mib = cmdline_ll("file_mib", opt.file_mib);
+	opt.rounds = cmdline_ll("rounds", opt.rounds);
+	opt.max_rounds = cmdline_ll("max_rounds", opt.max_rounds);
+	opt.budget_s = cmdline_ll("budget_s", opt.budget_s);
+	opt.cpu_rounds = cmdline_ll("cpu_rounds", opt.cpu_rounds);
+	opt.chunk_kib = cmdline_ll("chunk_kib", opt.chunk_kib);
+	opt.tmax_ms = cmdline_ll("tmax_ms", opt.tmax_ms);
+	opt.bps = cmdline_ll("bps", opt.bps);
+	opt.iops = cmdline_ll("iops", opt.iops);
+	opt.cpuonly = cmdline_ll("cpuonly", opt.cpuonly);
+	opt.norouter = cmdline_ll("norouter", opt.norouter);
+	opt.model_default = model && !strcmp(model, "default");
+	if (opt.file_mib < 16 || opt.file_mib > 512 || opt.file_mib % 8)
+		die("router_bench.file_mib=%ld: want a multiple of 8 in 16..512", opt.file_mib);
+	if (opt.max_rounds < opt.rounds)
+		opt.max_rounds = opt.rounds;
+	if (opt.rounds < 1 || opt.max_rounds > MAX_ROUNDS || opt.cpu_rounds < 2 ||
+	    opt.cpu_rounds > 4 * MAX_ROUNDS || opt.cpu_rounds % 2 || opt.tmax_ms < 50)
+		die("router_bench.rounds=%ld (1..%d) / cpu_rounds=%ld (even, 2..%d) / tmax_ms=%ld "
+		    "(>= 50) out of range", opt.rounds, MAX_ROUNDS, opt.cpu_rounds,
+		    4 * MAX_ROUNDS, opt.tmax_ms);
+	if (opt.chunk_kib < 4 || (opt.chunk_kib & (opt.chunk_kib - 1)) || opt.chunk_kib > 4096)
+		die("router_bench.chunk_kib=%ld: want a power of two in 4..4096", opt.chunk_kib);
+	file_len = opt.file_mib * MiB;
+	chunk = opt.chunk_kib * KiB;
+}
+
+static int sysfs_write(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	int ret = fd < 0 || write(fd, val, strlen(val)) < 0 ? -errno : 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+static void set_mode(int m)
+{
+	char got[32];
+
+	if (opt.norouter)
+		return;
+	if (sysfs_write(MODE_PATH, mode_name[m]) || spin_read_file(MODE_PATH, got, sizeof(got)))
+		die("cannot set %s to %s: %s", MODE_PATH, mode_name[m], strerror(errno));
+	/* The file may mark the current mode, e.g. "[auto] p2p pagecache". */
+	if (!strstr(got, mode_name[m]))
+		die("%s reads \"%s\" after writing %s", MODE_PATH, got, mode_name[m]);
+}
+
+/* --- /sys/block/<disk>/spin/stat --- */
+
+struct counters {
+	long long requests, bytes_pc, bytes_p2p, fallback, io_error;
+};
+
+static void read_counters(struct counters *c)
+{
+	char name[64];
+	long long v;
+	FILE *f = fopen(stat_path, "r");
+
+	memset(c, 0, sizeof(*c));
+	if (opt.norouter)
+		return;
+	if (!f)
+		die("%s: %s", stat_path, strerror(errno));
+	while (fscanf(f, "%63s %lld", name, &v) == 2) {
+		if (!strcmp(name, "requests"))
+			c->requests = v;
+		else if (!strcmp(name, "bytes_pagecache"))
+			c->bytes_pc = v;
+		else if (!strcmp(name, "bytes_p2p"))
+			c->bytes_p2p = v;
+		else if (!strcmp(name, "fallback_io_error"))
+			c->io_error = v;
+		else if (!strncmp(name, "fallback_", 9))
+			c->fallback += v;
+	}
+	fclose(f);
+}
+
+static void sub_counters(struct counters *acc, const struct counters *a, const struct counters *b)
+{
+	acc->requests += b->requests - a->requests;
+	acc->bytes_pc += b->bytes_pc - a->bytes_pc;
+	acc->bytes_p2p += b->bytes_p2p - a->bytes_p2p;
+	acc->fallback += b->fallback - a->fallback;
+	acc->io_error += b->io_error - a->io_error;
+}
+
+/* --- the rig: throttling burst, residency --- */
+
+/*
+ * QEMU's leaky buckets let an idle drive run unthrottled for a tenth of a
+ * second's worth of bytes and operations (bucket size = avg / 10 when no
+ * burst is configured). Use that credit up before every timed run, with
+ * O_DIRECT reads of the raw disk's last 64 MiB (no page cache involved):
+ * small reads for the operations first, then large ones for the bytes, which
+ * go fast, so that the byte bucket is still full when the timed run starts.
+ */
+static void drain(void)
+{
+	long long bytes = opt.bps / 10 * 11 / 10, ops = opt.iops / 10 * 11 / 10;
+	off_t base = dev_size - 64 * (off_t)MiB, off = 0;
+
+	ops -= bytes / (512 * KiB);	/* QEMU's NVMe: 512 KiB per command (MDTS 7) */
+	for (; ops > 0; ops--, off += 4096)
+		if (pread(raw_fd, drain_buf, 4096, base + off % (64 * MiB)) != 4096)
+			die("draining the throttle: %s", strerror(errno));
+	for (; bytes > 0; bytes -= MiB, off += MiB)
+		if (pread(raw_fd, drain_buf, MiB, base + off % (64 * MiB)) != (ssize_t)MiB)
+			die("draining the throttle: %s", strerror(errno));
+}
+
+static int resident_by_pattern(off_t off, int res)
+{
+	return res == 100 || (res == 50 && (off / chunk) % 2 == 0);
+}
+
+/*
+ * Make [lo, hi) of the file resident per @res (0, 50: every other chunk from
+ * the first, 100) and the rest of the file not resident.
+ */
+static void set_residency(int res, off_t lo, off_t hi)
+{
+	int ret = posix_fadvise(setup_fd, 0, 0, POSIX_FADV_DONTNEED);
+
+	if (ret)
+		die("POSIX_FADV_DONTNEED: %s", strerror(ret));
+	if (!res)
+		return;
+	for (off_t off = lo - lo % chunk; off < hi; off += chunk)
+		if (resident_by_pattern(off, res) &&
+		    pread(setup_fd, host, chunk, off) != (ssize_t)chunk)
+			die("populating the page cache: %s", strerror(errno));
+}
+
+/* Percentage of the pages of [lo, hi) in the page cache (mincore()). */
+static double residency(off_t lo, off_t hi)
+{
+	size_t pages = (hi - lo) / 4096, in = 0;
+	unsigned char *vec = malloc(pages);
+	void *p = mmap(NULL, hi - lo, PROT_READ, MAP_SHARED, setup_fd, lo);
+
+	if (!vec || p == MAP_FAILED || mincore(p, hi - lo, vec))
+		die("mincore: %s", strerror(errno));
+	for (size_t i = 0; i < pages; i++)
+		in += vec[i] & 1;
+	munmap(p, hi - lo);
+	free(vec);
+	return 100.0 * in / pages;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(const double *v, int n)
+{
+	double s[4 * MAX_ROUNDS];
+
+	memcpy(s, v, n * sizeof(*v));
+	qsort(s, n, sizeof(*s), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static double vmin(const double *v, int n)
+{
+	double m = v[0];
+
+	for (int i = 1; i < n; i++)
+		m = v[i] < m ? v[i] : m;
+	return m;
+}
+
+static double vmax(const double *v, int n)
+{
+	double m = v[0];
+
+	for (int i = 1; i < n; i++)
+		m = v[i] > m ? v[i] : m;
+	return m;
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+
+static uint64_t rng(void)
+{
+	uint64_t x = (rng_state += 0x9E3779B97F4A7C15ULL);
+
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+/* --- 1. the CPU-only check --- */
+
+enum { C_CACHED_4K, C_CACHED_1M, C_UNCACHED_4K, C_UNCACHED_1M, NCPU };
+static const char *const cpu_name[NCPU] = { "cached-4k", "cached-1m", "uncached-4k",
+					    "uncached-1m" };
+
+/* MB/s of buffered reads of the whole file into host memory, @passes times. */
+static double host_rate(size_t bs, int cached, int passes)
+{
+	double t0, t;
+	int fd;
+
+	if (cached) {
+		set_residency(100, 0, file_len);
+	} else {
+		set_residency(0, 0, 0);
+		drain();
+	}
+	fd = open(PATH, O_RDONLY);
+	if (fd < 0)
+		die("open %s: %s", PATH, strerror(errno));
+	t0 = now();
+	for (int p = 0; p < passes; p++)
+		for (size_t off = 0; off < file_len; off += bs)
+			if (pread(fd, host + off % HOST_LEN, bs, off) != (ssize_t)bs)
+				die("pread into host memory: %s", strerror(errno));
+	t = now() - t0;
+	close(fd);
+	return (double)file_len * passes / t / 1e6;
+}
+
+struct gpu_buf {
+	int fd;
+	uint8_t *p;
+};
+
+static int gpu_buf_get(struct gpu_buf *b, size_t len)
+{
+	int heap = spin_heap_open(gpu_dir);
+
+	b->fd = heap < 0 ? -1 : spin_heap_alloc(heap, len, O_RDWR | O_CLOEXEC, 0);
+	if (heap >= 0)
+		close(heap);
+	if (b->fd < 0) {
+		errno = heap < 0 ? errno : -b->fd;
+		return -1;
+	}
+	b->p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+	if (b->p == MAP_FAILED) {
+		close(b->fd);
+		return -1;
+	}
+	memset(b->p, 0, len);	/* fault it all in */
+	return 0;
+}
+
+static void gpu_buf_put(struct gpu_buf *b, size_t len)
+{
+	munmap(b->p, len);
+	close(b->fd);
+}
+
+/*
+ * Key off: no GPU buffer exists. Key on: one is allocated and mapped. Rounds
+ * go off, on, on, off, off, on, ...: every pair of rounds (2p, 2p + 1) has one
+ * of each, and the ratio is the median of the pairs' ratios, which cancels
+ * slow drift of the emulator. After a buffer goes away, wait a moment in case
+ * the key's decrement is deferred. Without a heap (a kernel without spin),
+ * only "off".
+ */
+static void cpu_check(int have_heap)
+{
+	double rate[NCPU][4 * MAX_ROUNDS], ratio[NCPU][2 * MAX_ROUNDS];
+	int key_of[4 * MAX_ROUNDS], key_was = 0;
+	struct gpu_buf b;
+
+	printf("# [%4.0f s] CPU-only check: buffered reads into host memory, %ld rounds, "
+	       "static key %s\n", elapsed(), opt.cpu_rounds,
+	       have_heap ? "off (no GPU buffer) / on (a GPU buffer mapped)" : "absent (no spin)");
+	/*
+	 * Warm-up, not counted: the first rounds after boot run slower (QEMU
+	 * allocates guest RAM on first touch, TCG translates code anew).
+	 */
+	for (int r = 0; r < 3; r++) {
+		host_rate(4096, 1, 1);
+		host_rate(MiB, 1, 1);
+		host_rate(MiB, 0, 1);
+	}
+	printf("# [%4.0f s] CPU-only check: warmed up\n", elapsed());
+	for (int r = 0; r < opt.cpu_rounds; r++) {
+		int key = have_heap ? ((r + 1) / 2) % 2 : 0;
+
+		if (key && !key_was && gpu_buf_get(&b, 2 * MiB))
+			die("allocating a GPU buffer for the key-on rounds: %s", strerror(errno));
+		if (!key && key_was) {
+			gpu_buf_put(&b, 2 * MiB);
+			usleep(1100000);
+		}
+		key_was = key;
+		key_of[r] = key;
+		rate[C_CACHED_4K][r] = host_rate(4096, 1, 2);
+		rate[C_CACHED_1M][r] = host_rate(MiB, 1, 2);
+		rate[C_UNCACHED_4K][r] = host_rate(4096, 0, 1);
+		rate[C_UNCACHED_1M][r] = host_rate(MiB, 0, 1);
+		printf("# [%4.0f s] CPU-only round %d/%ld key %s: %.0f %.0f %.0f %.0f MB/s\n",
+		       elapsed(), r + 1, opt.cpu_rounds, key ? "on " : "off",
+		       rate[0][r], rate[1][r], rate[2][r], rate[3][r]);
+	}
+	if (key_was) {
+		gpu_buf_put(&b, 2 * MiB);
+		usleep(1100000);
+	}
+	for (int t = 0; t < NCPU; t++) {
+		double v[2][4 * MAX_ROUNDS];
+		int n[2] = { 0, 0 }, np = opt.cpu_rounds / 2;
+
+		for (int r = 0; r < opt.cpu_rounds; r++)
+			v[key_of[r]][n[key_of[r]]++] = rate[t][r];
+		for (int p = 0; p < np && n[1]; p++) {
+			int on = key_of[2 * p] ? 2 * p : 2 * p + 1;
+
+			ratio[t][p] = rate[t][on] / rate[t][4 * p + 1 - on];
+		}
+		printf("rb-cpu test=%s kernel=%s off=%.2f off_min=%.2f off_max=%.2f n_off=%d",
+		       cpu_name[t], have_heap ? "spin" : "nospin", median(v[0], n[0]),
+		       vmin(v[0], n[0]), vmax(v[0], n[0]), n[0]);
+		if (n[1])
+			printf(" on=%.2f on_min=%.2f on_max=%.2f n_on=%d ratio=%.4f ratio_min=%.4f "
+			       "ratio_max=%.4f", median(v[1], n[1]), vmin(v[1], n[1]),
+			       vmax(v[1], n[1]), n[1], median(ratio[t], np), vmin(ratio[t], np),
+			       vmax(ratio[t], np));
+		printf("\n");
+	}
+}
+
+/* --- 2. the cost model --- */
+
+static const char *const model_attr[] = { "s_cutoff", "c_p2p_ns", "bw_p2p", "bw_pc" };
+
+static void read_model(long long v[4])
+{
+	static const long long defaults[4] = { 131072, 80000, 6500000000LL, 10000000000LL };
+	char path[PATH_MAX];
+
+	for (int i = 0; i < 4; i++) {
+		if (opt.norouter) {
+			v[i] = defaults[i];
+			continue;
+		}
+		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", disk, model_attr[i]);
+		v[i] = spin_read_ll(path);
+		if (v[i] < 0)
+			die("%s is missing or unreadable", path);
+	}
+}
+
+static void write_model(const long long v[4])
+{
+	/* Every step keeps the set consistent: c_p2p_ns >= s_cutoff / bw_p2p. */
+	static const int order[] = { 1, 0, 2, 3, 1 };
+	char path[PATH_MAX], val[32];
+
+	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
+		int a = order[i];
+		long long x = i == 0 ? 1000000000LL : v[a];
+		int ret;
+
+		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", disk, model_attr[a]);
+		snprintf(val, sizeof(val), "%lld", x);
+		ret = sysfs_write(path, val);
+		if (ret)
+			die("writing %s to %s: %s", val, path, strerror(-ret));
+	}
+}
+
+/* Median seconds per call of reads of @s bytes at random aligned offsets. */
+static double call_time(int mode, size_t s, int calls, int res)
+{
+	double t[64];
+	int fd;
+
+	calls = calls > 64 ? 64 : calls;
+	set_residency(res, 0, file_len);
+	drain();
+	set_mode(mode);
+	fd = open(PATH, O_RDONLY);
+	if (fd < 0)
+		die("open %s: %s", PATH, strerror(errno));
+	for (int i = 0; i < calls; i++) {
+		off_t off = (off_t)(rng() % (file_len / s)) * s;
+		double t0 = now();
+
+		if (pread(fd, gpu + off % DST_MOD, s, off) != (ssize_t)s)
+			die("pread %zu B into GPU memory (%s mode): %s", s, mode_name[mode],
+			    strerror(errno));
+		t[i] = now() - t0;
+	}
+	close(fd);
+	return median(t, calls);
+}
+
+/*
+ * Fit SPIN's model to the rig. P2P: T(s) = C below S, C + (s - S) / BW above.
+ * BW is the slope between 256 KiB and 4 MiB, the line's intercept
+ * a = T(4M) - 4M / BW, C = T(4 KiB) and S where the line reaches C:
+ * S = (C - a) * BW, so C >= S / BW holds (if a > C: S = 0, C = a).
+ * Page cache: BW_pc from cached 1 MiB copies into GPU memory.
+ */
+static void calibrate(void)
+{
+	static const size_t sz[] = { 4096, 16384, 65536, 262144, MiB, 4 * MiB };
+	static const int calls[] = { 32, 32, 16, 16, 8, 8 };
+	enum { NSZ = ARRAY_SIZE(sz), S256K = 3, S4M = 5 };
+	double t[NSZ][3], tm[NSZ], pc[3], bw, a, c, s, bw_pc;
+	struct counters c0, c1, d = { 0 };
+	long long old[4], fit[4];
+
+	read_model(old);
+	printf("# [%4.0f s] fitting the cost model to the rig (p2p and pagecache modes)\n",
+	       elapsed());
+	read_counters(&c0);
+	for (int r = 0; r < 3; r++) {
+		for (int i = 0; i < NSZ; i++)
+			t[i][r] = call_time(M_P2P, sz[i], calls[i], 0);
+		set_residency(100, 0, file_len);
+		set_mode(M_PC);
+		{
+			int fd = open(PATH, O_RDONLY);
+			double t0 = now();
+
+			for (size_t off = 0; off < file_len; off += MiB)
+				if (pread(fd, gpu + off % DST_MOD, MiB, off) != (ssize_t)MiB)
+					die("pread 1 MiB into GPU memory (pagecache mode): %s",
+					    strerror(errno));
+			pc[r] = file_len / (now() - t0);
+			close(fd);
+		}
+	}
+	read_counters(&c1);
+	sub_counters(&d, &c0, &c1);
+	if (d.bytes_p2p <= 0 && !opt.norouter)
+		die("p2p mode moved no byte by P2P (bytes_p2p +%lld, bytes_pagecache +%lld, "
+		    "fallbacks +%lld): reads into GPU memory are not routed", d.bytes_p2p,
+		    d.bytes_pc, d.fallback);
+	for (int i = 0; i < NSZ; i++)
+		tm[i] = median(t[i], 3);
+	bw_pc = median(pc, 3);
+	bw = (double)(sz[S4M] - sz[S256K]) / (tm[S4M] - tm[S256K]);
+	if (!(bw > 0))
+		bw = sz[S4M] / tm[S4M];
+	a = tm[S4M] - sz[S4M] / bw;
+	a = a > 0 ? a : 0;
+	c = tm[0];
+	s = c > a ? (c - a) * bw : 0;
+	c = c > a ? c : a;
+	fit[0] = s > 16.0 * MiB ? (long long)(16 * MiB) : (long long)s;	/* rounded down */
+	fit[1] = (long long)(c * 1e9) + 1;			/* rounded up */
+	fit[2] = (long long)bw + 1;
+	fit[3] = (long long)bw_pc;
+	for (int i = 2; i < 4; i++)
+		fit[i] = fit[i] < 1000000 ? 1000000 : fit[i];
+	printf("rb-calib");
+	for (int i = 0; i < NSZ; i++)
+		printf(" t_p2p_%zu=%.1f", sz[i], tm[i] * 1e6);
+	printf(" bw_pc_meas=%.0f", bw_pc);
+	for (int i = 0; i < 4; i++)
+		printf(" default_%s=%lld fit_%s=%lld", model_attr[i], old[i], model_attr[i],
+		       fit[i]);
+	printf(" used=%s\n", opt.model_default || opt.norouter ? "default" : "fit");
+	printf("# cost model: s_cutoff %lld -> %lld B, c_p2p %lld -> %lld ns, bw_p2p %lld -> "
+	       "%lld B/s, bw_pc %lld -> %lld B/s (%s)\n", old[0], fit[0], old[1], fit[1],
+	       old[2], fit[2], old[3], fit[3],
+	       opt.model_default ? "kept the kernel's defaults" : "written to sysfs");
+	if (!opt.model_default && !opt.norouter) {
+		long long got[4];
+
+		write_model(fit);
+		read_model(got);
+		for (int i = 0; i < 4; i++)
+			if (got[i] != fit[i])
+				die("%s reads %lld after writing %lld", model_attr[i], got[i],
+				    fit[i]);
+	}
+}
+
+/* --- 3. the matrix --- */
+
+struct cell {
+	int rnd, res;
+	size_t size, n;
+	off_t *offs, lo, hi;	/* what the reads touch */
+	double mixed;		/* share of requests with resident and non-resident pages */
+	double rate[NMODES][MAX_ROUNDS], calls[NMODES][MAX_ROUNDS], res_min, res_max;
+	struct counters cnt[NMODES];
+	int nr;			/* rounds done */
+};
+
+#define MIN_CALLS 16
+
+static void cell_init(struct cell *c, int rnd, size_t s, int res)
+{
+	size_t g = s < 4096 ? 4096 : s, slots, mixed = 0;
+
+	memset(c, 0, sizeof(*c));
+	c->rnd = rnd;
+	c->size = s;
+	c->res = res;
+	c->res_min = 101;
+	c->res_max = -1;
+	if (!rnd) {
+		/* The whole file; measure() may stop earlier (tmax_ms). */
+		c->n = file_len / s;
+		c->offs = malloc(c->n * sizeof(off_t));
+		for (size_t i = 0; i < c->n; i++)
+			c->offs[i] = (off_t)i * s;
+		c->lo = 0;
+		c->hi = file_len;
+	} else {
+		/*
+		 * Distinct slots of max(s, 4 KiB) in random order, shifted by
+		 * half a slot (page-aligned) so that large reads straddle the
+		 * residency chunks; below 4 KiB, one random s-aligned piece
+		 * per page, so that no read finds a page an earlier one cached.
+		 */
+		off_t shift = (g / 2) & ~4095UL;
+		size_t *perm;
+
+		slots = file_len / g - 1;
+		c->n = slots;
+		perm = malloc(slots * sizeof(*perm));
+		c->offs = malloc(c->n * sizeof(off_t));
+		rng_state = s * 1000003 + res;
+		for (size_t i = 0; i < slots; i++)
+			perm[i] = i;
+		for (size_t i = 0; i < c->n; i++) {
+			size_t j = i + rng() % (slots - i), x = perm[j];
+
+			perm[j] = perm[i];
+			perm[i] = x;
+			c->offs[i] = (off_t)x * g + shift;
+			if (s < 4096)
+				c->offs[i] += (rng() % (4096 / s)) * s;
+		}
+		free(perm);
+		c->lo = 0;
+		c->hi = file_len;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		int first = resident_by_pattern(c->offs[i], res);
+
+		for (off_t o = c->offs[i] - c->offs[i] % 4096; o < c->offs[i] + (off_t)s; o += 4096)
+			if (resident_by_pattern(o, res) != first) {
+				mixed++;
+				break;
+			}
+	}
+	c->mixed = (double)mixed / c->n;
+}
+
+static void check_data(const struct cell *c, int mode, int fd)
+{
+	off_t off = c->offs[c->n / 2];
+	uint8_t *dst = gpu + off % DST_MOD;
+	size_t s = c->size, w = s < 4096 ? s : 4096;
+	size_t at[3] = { 0, (s / 2) & ~(w - 1), s - w };
+	ssize_t bad;
+
+	memset(dst, 0, s);
+	if (pread(fd, dst, s, off) != (ssize_t)s) {
+		fail("%s %zu B res %d%% %s: check read: %s", c->rnd ? "random" : "seq", s, c->res,
+		     mode_name[mode], strerror(errno));
+		return;
+	}
+	for (int i = 0; i < 3; i++) {
+		bad = spin_pattern_check(dst + at[i], off + at[i], w, SEED);
+		if (bad >= 0) {
+			fail("%s %zu B res %d%% %s: GPU memory at file offset %lld holds the wrong "
+			     "byte", c->rnd ? "random" : "seq", s, c->res, mode_name[mode],
+			     (long long)(off + at[i] + bad));
+			return;
+		}
+	}
+}
+
+/*
+ * One timed run of @c in @mode. It stops after tmax_ms (at least MIN_CALLS
+ * calls; sequential runs only where a pair of residency chunks ends, so that
+ * what was read has the cell's residency).
+ */
+static void measure(struct cell *c, int mode, int round)
+{
+	double t0, t, r, tmax = opt.tmax_ms / 1e3;
+	struct counters a, b;
+	size_t done = 0;
+	int fd;
+
+	set_residency(c->res, c->lo, c->hi);
+	r = residency(c->lo, c->hi);
+	c->res_min = r < c->res_min ? r : c->res_min;
+	c->res_max = r > c->res_max ? r : c->res_max;
+	drain();
+	set_mode(mode);
+	fd = open(PATH, O_RDONLY);
+	if (fd < 0)
+		die("open %s: %s", PATH, strerror(errno));
+	read_counters(&a);
+	t0 = now();
+	while (done < c->n) {
+		off_t off = c->offs[done++];
+
+		if (pread(fd, gpu + off % DST_MOD, c->size, off) != (ssize_t)c->size)
+			die("pread %zu B at %lld into GPU memory (%s mode): %s", c->size,
+			    (long long)off, mode_name[mode], strerror(errno));
+		if (done >= MIN_CALLS && (c->rnd || (off + c->size) % (2 * chunk) == 0) &&
+		    now() - t0 >= tmax)
+			break;
+	}
+	t = now() - t0;
+	read_counters(&b);
+	sub_counters(&c->cnt[mode], &a, &b);
+	if (b.requests == a.requests && !opt.norouter)
+		die("%s mode: the router saw none of %zu reads into GPU memory (%s requests "
+		    "unchanged)", mode_name[mode], c->n, stat_path);
+	check_data(c, mode, fd);
+	close(fd);
+	c->rate[mode][round] = (double)done * c->size / t / 1e6;
+	c->calls[mode][round] = done;
+}
+
+static const char *kind(const struct cell *c)
+{
+	return c->rnd ? "rand" : "seq";
+}
+
+/*
+ * The best fixed path is the mode with the higher median; auto / best is the
+ * median over rounds of auto's rate over that mode's rate in the same round
+ * (the three modes of a round run back to back). Taking the better of the
+ * two per round instead would favour whichever was lucky.
+ */
+static int best_mode(const struct cell *c)
+{
+	return median(c->rate[M_P2P], c->nr) > median(c->rate[M_PC], c->nr) ?
+	       M_P2P : M_PC;
+}
+
+static void auto_ratio(const struct cell *c, double *med, double *lo, double *hi)
+{
+	double r[MAX_ROUNDS];
+	int b = best_mode(c);
+
+	for (int i = 0; i < c->nr; i++)
+		r[i] = c->rate[M_AUTO][i] / c->rate[b][i];
+	*med = median(r, c->nr);
+	*lo = vmin(r, c->nr);
+	*hi = vmax(r, c->nr);
+}
+
+/* Median absolute deviation of the rounds' auto / best ratios. */
+static double ratio_mad(const struct cell *c)
+{
+	double r[MAX_ROUNDS], med, lo, hi;
+	int b = best_mode(c);
+
+	auto_ratio(c, &med, &lo, &hi);
+	for (int i = 0; i < c->nr; i++) {
+		r[i] = c->rate[M_AUTO][i] / c->rate[b][i] - med;
+		r[i] = r[i] < 0 ? -r[i] : r[i];
+	}
+	return median(r, c->nr);
+}
+
+static double p2p_share(const struct counters *k)
+{
+	long long all = k->bytes_p2p + k->bytes_pc;
+
+	return all ? (double)k->bytes_p2p / all : 0;
+}
+
+static void report_cell(const struct cell *c)
+{
+	double r, lo, hi;
+
+	auto_ratio(c, &r, &lo, &hi);
+	printf("rb-cell kind=%s size=%zu res=%d max_calls=%zu reps=%ld mixed=%.3f res_min=%.1f "
+	       "res_max=%.1f best=%s ratio=%.4f ratio_min=%.4f ratio_max=%.4f", kind(c), c->size,
+	       c->res, c->n, (long)c->nr, c->mixed, c->res_min, c->res_max,
+	       mode_name[best_mode(c)], r, lo, hi);
+	for (int m = 0; m < NMODES; m++) {
+		const struct counters *k = &c->cnt[m];
+		const char *n = mode_name[m];
+
+		printf(" %s=%.2f %s_min=%.2f %s_max=%.2f %s_calls=%.0f", n,
+		       median(c->rate[m], c->nr), n, vmin(c->rate[m], c->nr), n,
+		       vmax(c->rate[m], c->nr), n, median(c->calls[m], c->nr));
+		printf(" %s_p2p=%lld %s_pc=%lld %s_req=%lld %s_fb=%lld %s_ioerr=%lld", n,
+		       k->bytes_p2p, n, k->bytes_pc, n, k->requests, n, k->fallback, n,
+		       k->io_error);
+	}
+	printf("\n");
+}
+
+static void human_size(size_t s, char *out, size_t len)
+{
+	if (s >= MiB)
+		snprintf(out, len, "%zu MiB", s / MiB);
+	else if (s >= KiB)
+		snprintf(out, len, "%zu KiB", s / KiB);
+	else
+		snprintf(out, len, "%zu B", s);
+}
+
+int main(void)
+{
+	static const size_t seq_sizes[] = { 512, 4 * KiB, 16 * KiB, 64 * KiB, 128 * KiB,
+					    512 * KiB, 2 * MiB, 8 * MiB };
+	static const size_t rnd_sizes[] = { 512, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB };
+	static const int residencies[] = { 0, 50, 100 };
+	enum { NSEQ = ARRAY_SIZE(seq_sizes), NRND = ARRAY_SIZE(rnd_sizes),
+	       NCELL = (NSEQ + NRND) * 3 };
+	static struct cell cells[NCELL];
+	char cmd[512], path[PATH_MAX], ra[32], release[128] = "?";
+	struct gpu_buf gbuf;
+	int spin, heap, fd, nc = 0;
+	double matrix_start;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	t_start = now();
+	parse_opts();
+	spin = access(MODE_PATH, F_OK) == 0;
+	if (!opt.cpuonly && !opt.norouter && !spin)
+		die("%s is absent: this kernel has no spin router (issue #5); router_bench "
+		    "measures the router and cannot run without it", MODE_PATH);
+	if (spin_gpu_find(gpu_dir, sizeof(gpu_dir)) ||
+	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev, sizeof(dev)))
+		die("rig devices not found (stand-in GPU, %s)", SPIN_NVME0_SERIAL);
+	snprintf(disk, sizeof(disk), "%s", strrchr(dev, '/') + 1);
+	snprintf(stat_path, sizeof(stat_path), "/sys/block/%s/spin/stat", disk);
+	heap = spin_heap_open(gpu_dir);
+	if (heap >= 0)
+		close(heap);
+	if (!opt.cpuonly && !opt.norouter && access(stat_path, R_OK))
+		die("%s is absent: the router does not count this disk", stat_path);
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/read_ahead_kb", disk);
+	if (spin_read_file(path, ra, sizeof(ra)))
+		snprintf(ra, sizeof(ra), "?");
+	spin_read_file("/proc/sys/kernel/osrelease", release, sizeof(release));
+
+	/* The file: pattern of seed SEED, on a fresh ext4 on spin-nvme0. */
+	/*
+	 * No lazy init: ext4lazyinit would zero the inode tables in the
+	 * background for the first minute, competing for the CPU and the
+	 * throttled disk with the first measurements.
+	 */
+	snprintf(cmd, sizeof(cmd), "mkdir -p " MNT " && mkfs.ext4 -q -F -E nodiscard,"
+		 "lazy_itable_init=0,lazy_journal_init=0 %s && mount -t ext4 %s " MNT, dev, dev);
+	if (system(cmd))
+		die("no ext4 on %s (%s)", dev, SPIN_NVME0_SERIAL);
+	host = malloc(HOST_LEN);
+	drain_buf = spin_alloc_aligned(MiB);
+	fd = open(PATH, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	raw_fd = open(dev, O_RDONLY | O_DIRECT);
+	if (!host || !drain_buf || fd < 0 || raw_fd < 0 || ioctl(raw_fd, BLKGETSIZE64, &dev_size))
+		die("setting up the file and the disk: %s", strerror(errno));
+	for (size_t off = 0; off < file_len; off += HOST_LEN) {
+		spin_pattern_fill(host, off, HOST_LEN, SEED);
+		if (pwrite(fd, host, HOST_LEN, off) != (ssize_t)HOST_LEN)
+			die("writing %s: %s", PATH, strerror(errno));
+	}
+	if (fsync(fd))
+		die("fsync: %s", strerror(errno));
+	close(fd);
+	setup_fd = open(PATH, O_RDONLY);
+	if (setup_fd < 0 || posix_fadvise(setup_fd, 0, 0, POSIX_FADV_RANDOM))
+		die("open %s: %s", PATH, strerror(errno));
+
+	printf("rb-header kernel=%s disk=%s file_mib=%ld chunk=%zu rounds=%ld max_rounds=%ld "
+	       "budget_s=%ld cpu_rounds=%ld tmax_ms=%ld ra_kb=%s bps=%lld iops=%lld model=%s "
+	       "cpuonly=%d router=%d heap=%d norouter=%d\n", release, disk, opt.file_mib, chunk,
+	       opt.rounds, opt.max_rounds, opt.budget_s, opt.cpu_rounds, opt.tmax_ms, ra,
+	       opt.bps, opt.iops,
+	       opt.model_default || opt.norouter ? "default" : "fit", opt.cpuonly, spin,
+	       heap >= 0, opt.norouter);
+	if (opt.norouter)
+		printf("# warning: router_bench.norouter=1: a self-test of the bench; no router "
+		       "is measured, the three \"modes\" are the same plain buffered read\n");
+	if (!opt.bps && !opt.iops)
+		printf("# warning: the disks are not throttled (router_bench.bps/iops unset): "
+		       "the emulated NVMe is faster than TCG's memcpy, unlike a real SSD\n");
+
+	/* 1. */
+	cpu_check(heap >= 0);
+	if (opt.cpuonly) {
+		printf("ok %d - router_bench: CPU-only check (%s)\n", ++tapn,
+		       heap >= 0 ? "spin kernel" : "kernel without spin");
+		return 0;
+	}
+
+	/* 2. */
+	if (gpu_buf_get(&gbuf, GPU_LEN))
+		die("allocating %lu MiB of GPU memory from the DMA-BUF heap of %s: %s",
+		    GPU_LEN / MiB, gpu_dir, strerror(errno));
+	gpu = gbuf.p;
+	calibrate();
+
+	/* 3. */
+	for (int k = 0; k < NSEQ + NRND; k++)
+		for (int r = 0; r < 3; r++)
+			cell_init(&cells[nc++], k >= NSEQ,
+				  k < NSEQ ? seq_sizes[k] : rnd_sizes[k - NSEQ], residencies[r]);
+	printf("# [%4.0f s] matrix: %d cells x 3 modes x %ld rounds (up to %ld for noisy cells "
+	       "within %ld s), file %ld MiB, 50%% = alternating %zu KiB chunks\n", elapsed(), nc,
+	       opt.rounds, opt.max_rounds, opt.budget_s, opt.file_mib, chunk / KiB);
+	matrix_start = elapsed();
+	for (int i = 0; i < nc; i++) {
+		struct cell *c = &cells[i];
+		double r, lo, hi;
+		char sz[32];
+
+		double t0 = elapsed(), per_round, deadline;
+
+		for (; c->nr < opt.rounds; c->nr++)
+			for (int m = 0; m < NMODES; m++)
+				measure(c, (c->nr + m) % NMODES, c->nr);
+		/*
+		 * More rounds for a noisy cell, while the run is ahead of its
+		 * schedule: cell i may use the budget up to its share.
+		 */
+		per_round = (elapsed() - t0) / c->nr;
+		deadline = matrix_start + (opt.budget_s - matrix_start) * (i + 1) / nc;
+		while (c->nr < opt.max_rounds && ratio_mad(c) > 0.04 &&
+		       elapsed() + per_round < deadline) {
+			for (int m = 0; m < NMODES; m++)
+				measure(c, (c->nr + m) % NMODES, c->nr);
+			c->nr++;
+		}
+		report_cell(c);
+		auto_ratio(c, &r, &lo, &hi);
+		human_size(c->size, sz, sizeof(sz));
+		printf("# [%4.0f s] %2d/%d %-4s %7s res %3d%%: MB/s auto %6.1f p2p %6.1f ",
+		       elapsed(), i + 1, nc, kind(c), sz, c->res,
+		       median(c->rate[M_AUTO], c->nr), median(c->rate[M_P2P], c->nr));
+		printf("pagecache %6.1f, auto/best %.2f, auto by P2P %3.0f%%\n",
+		       median(c->rate[M_PC], c->nr), r, 100 * p2p_share(&c->cnt[M_AUTO]));
+		if (c->res_min < c->res - 5 || c->res_max > c->res + 5)
+			printf("# warning: residency measured %.1f..%.1f%%, wanted %d%%\n",
+			       c->res_min, c->res_max, c->res);
+	}
+	set_mode(M_AUTO);
+
+	printf("\n## spin router: buffered pread() into GPU memory, MB/s (median of %ld to %ld "
+	       "rounds)\n\n", opt.rounds, opt.max_rounds);
+	printf("| kind | size | resident | auto | p2p | pagecache | auto / best fixed | "
+	       "auto: share by P2P |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+	for (int i = 0; i < nc; i++) {
+		const struct cell *c = &cells[i];
+		double r, lo, hi;
+		char sz[32];
+
+		auto_ratio(c, &r, &lo, &hi);
+		human_size(c->size, sz, sizeof(sz));
+		printf("| %s | %s | %d%% | %.1f | %.1f | %.1f | %.2f | %.0f%% |\n",
+		       c->rnd ? "random" : "sequential", sz, c->res,
+		       median(c->rate[M_AUTO], c->nr), median(c->rate[M_P2P], c->nr),
+		       median(c->rate[M_PC], c->nr), r, 100 * p2p_share(&c->cnt[M_AUTO]));
+	}
+	printf("\nEmulator figures (QEMU TCG, throttled disks): compare ratios only.\n");
+	printf("# [%4.0f s] router_bench done\n", elapsed());
+	if (!failures)
+		printf("ok %d - router_bench: %d cells measured%s\n", ++tapn, nc,
+		       opt.norouter ? " (norouter self-test: no router measured)" : "");
+	return failures ? 1 : 0;
+}
