@@ -299,6 +299,9 @@ fn route_chunks(
 }
 
 /// Plans one chunk on its residency and executes the legs; returns the bytes read.
+///
+/// Fully cached and fully uncached chunks, the common cases, take a short path: no scheduler
+/// and, up to 128 pages, no allocation.
 fn route_chunk(
     ctx: &mut Ctx<'_, '_>,
     params: &sched::Params,
@@ -314,24 +317,64 @@ fn route_chunk(
         PAGE_SIZE as u32,
     )
     .map_err(|_| EINVAL)?;
+    let Some(w) = w else {
+        // No whole aligned block: one copy.
+        return ctx.copy(pos, addr, len);
+    };
+    let pages = u32::try_from(w.pages).map_err(|_| EINVAL)?;
     let mut segs: KVVec<Segment> = KVVec::new();
-    if let Some(w) = &w {
-        let pages = u32::try_from(w.pages).map_err(|_| EINVAL)?;
-        match mode {
-            Mode::P2p => {
-                segs.push(plan::whole(w, Path::P2p).ok_or(EINVAL)?, GFP_KERNEL)?;
+    let whole = match mode {
+        Mode::P2p => Some(Path::P2p),
+        _ => {
+            const SMALL: usize = 2;
+            let words = (pages as usize).div_ceil(usize::BITS as usize);
+            let mut small = [0usize; SMALL];
+            let mut big: KVVec<usize> = KVVec::new();
+            let bits: &mut [usize] = if words <= SMALL {
+                &mut small[..words]
+            } else {
+                big.resize(words, 0, GFP_KERNEL)?;
+                &mut big
+            };
+            let cached = ctx.req.residency(w.first_page, pages, bits)?;
+            if cached == u64::from(pages) {
+                // The makespan objective would read part of a fully cached chunk from the
+                // device, in parallel with the copy; the model does not price the device
+                // bandwidth that takes from other requests, so data the host holds entirely is
+                // only copied, head and tail included, in one leg.
+                return ctx.copy(pos, addr, len);
             }
-            _ => schedule(ctx, params, w.first_page, pages, &mut segs)?,
+            if cached == 0 {
+                Some(Path::P2p)
+            } else {
+                schedule(params, pages, bits, &mut segs)?;
+                None
+            }
         }
-    }
-    let mut legs = KVVec::from_elem(Leg::EMPTY, plan::max_legs(segs.len()), GFP_KERNEL)?;
+    };
+    let mut one = [Segment::EMPTY; 1];
+    let segs: &[Segment] = match whole {
+        Some(path) => {
+            one[0] = plan::whole(&w, path).ok_or(EINVAL)?;
+            &one
+        }
+        None => &segs,
+    };
+    let mut few = [Leg::EMPTY; 3];
+    let mut many: KVVec<Leg> = KVVec::new();
+    let legs: &mut [Leg] = if plan::max_legs(segs.len()) <= few.len() {
+        &mut few
+    } else {
+        many.resize(plan::max_legs(segs.len()), Leg::EMPTY, GFP_KERNEL)?;
+        &mut many
+    };
     let n = plan::legs(
         pos as u64,
         len as u64,
-        w.as_ref(),
-        &segs,
+        Some(&w),
+        segs,
         PAGE_SIZE as u32,
-        &mut legs,
+        legs,
     )
     .map_err(|_| EINVAL)?;
     execute(ctx, pos, addr, &legs[..n])
@@ -406,35 +449,17 @@ fn execute(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, legs: &[Leg]) -> Result
     Ok(done)
 }
 
-/// Looks up the residency of `pages` pages from `first_page` and schedules them into `segs`.
+/// Schedules `pages` pages of residency `bits` (mixed: some cached, some not) into `segs`.
 fn schedule(
-    ctx: &Ctx<'_, '_>,
     params: &sched::Params,
-    first_page: u64,
     pages: u32,
+    bits: &[usize],
     segs: &mut KVVec<Segment>,
 ) -> Result {
-    let words = (pages as usize).div_ceil(usize::BITS as usize);
-    let mut bits = KVVec::from_elem(0usize, words, GFP_KERNEL)?;
-    ctx.req.residency(first_page, pages, &mut bits)?;
     let mut lens = KVVec::from_elem(0u32, pages as usize, GFP_KERNEL)?;
     let mut builder = RunsBuilder::new(&mut lens);
-    plan::push_bitmap(&mut builder, &bits, pages).map_err(|_| EINVAL)?;
+    plan::push_bitmap(&mut builder, bits, pages).map_err(|_| EINVAL)?;
     let runs = builder.finish().map_err(|_| EINVAL)?;
-    if runs.all_cached() {
-        // The makespan objective would read part of a fully cached request from the device, in
-        // parallel with the copy; the model does not price the device bandwidth that takes
-        // from other requests, so data the host holds entirely is only copied.
-        segs.push(
-            Segment {
-                start: 0,
-                len: pages,
-                path: Path::PageCache,
-            },
-            GFP_KERNEL,
-        )?;
-        return Ok(());
-    }
     let mut scratch = KVVec::from_elem(Slot::EMPTY, sched::scratch_len(&runs), GFP_KERNEL)?;
     let mut gaps = KVVec::from_elem(0u32, sched::gap_scratch_len(&runs), GFP_KERNEL)?;
     segs.resize(runs.max_segments(), Segment::EMPTY, GFP_KERNEL)?;
