@@ -54,7 +54,7 @@
 #define SPIN_SYS "/sys/kernel/spin"
 #define CON_PAGES 512			/* the file of the concurrency tests */
 #define CON_LEN (CON_PAGES * PG)
-#define CON_READS 16
+#define CON_READS 32
 #define CON_TIMEOUT 120			/* seconds before a reader counts as hung */
 
 static long long div_up(long long a, long long b)
@@ -1582,7 +1582,7 @@ static void __noreturn con_writer(struct con *c, const char *path, int truncatin
 				c->writer_err = errno;
 			seq_bump(c, i);
 		}
-		if (++k % 64 == 0)
+		if (++k % 16 == 0)
 			sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 		if (k % 256 == 0)
 			posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
