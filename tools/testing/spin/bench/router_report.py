@@ -263,7 +263,7 @@ def plot(d, nospin, ra, path):
     ax.set_xlabel("bytes per pread()")
     ax.set_ylabel("% of bytes auto moved by P2P")
     ax.set_title("What auto chose (/sys/block/<disk>/spin/stat)")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=2, loc="center right")
     ax = axes[1][1]
     cpu = d["cpu"]
     if cpu and any("ratio" in r for r in cpu):
