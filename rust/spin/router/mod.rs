@@ -233,7 +233,7 @@ fn route_gpu(
     }
     if reason == Fallback::None {
         if let Some(client) = &info.client {
-            if pdev.p2pdma_distance(client.as_ref()).is_none() {
+            if !state::p2p_path(info.devt, pdev, client) {
                 reason = Fallback::Distance;
             }
         }

@@ -6,16 +6,18 @@
 //! Locking: the mode and all counters are atomics, read and bumped without locks. The per-disk
 //! table is one global mutex, [`DISKS`], held only to look an entry up, create it or change its
 //! parameters; the router copies a disk's [`Params`] and clones its counters' [`Arc`] under it
-//! and lets go before doing any I/O. Nothing else is taken under it.
+//! and lets go before doing any I/O. The only call made under it is `pci_p2pdma_distance()`,
+//! once per disk and GPU (see [`p2p_path`]), which takes no sleeping lock of ours.
 
 use super::glue::Fallback;
 use crate::sched::Params;
 use core::fmt::Write;
 use kernel::{
-    bindings,
+    bindings, pci,
     prelude::*,
     str::Formatter,
     sync::{
+        aref::ARef,
         atomic::{Atomic, Relaxed},
         global_lock, Arc,
     },
@@ -152,6 +154,27 @@ struct Disk {
     devt: u32,
     params: Params,
     counters: Arc<Counters>,
+    /// The last `pci_p2pdma_distance()` verdict for this disk: GPU, the disk's PCI device and
+    /// whether P2P DMA between them is possible. Holding the references keeps the pointers
+    /// unique while they are compared.
+    path: Option<(ARef<pci::Device>, ARef<pci::Device>, bool)>,
+}
+
+/// Whether P2P DMA between `gpu` and `client`, the PCI device of disk `devt`, is possible;
+/// `pci_p2pdma_distance()` is asked once per pair and disk, then the answer is remembered.
+pub(crate) fn p2p_path(devt: u32, gpu: &pci::Device, client: &pci::Device) -> bool {
+    let mut disks = DISKS.lock();
+    let entry = disks.iter_mut().find(|d| d.devt == devt);
+    if let Some((g, c, ok)) = entry.as_ref().and_then(|d| d.path.as_ref()) {
+        if core::ptr::eq::<pci::Device>(&**g, gpu) && core::ptr::eq::<pci::Device>(&**c, client) {
+            return *ok;
+        }
+    }
+    let ok = gpu.p2pdma_distance(client.as_ref()).is_some();
+    if let Some(d) = entry {
+        d.path = Some((gpu.into(), client.into(), ok));
+    }
+    ok
 }
 
 /// Entries this many at most: one per disk that was routed to or configured.
@@ -195,6 +218,7 @@ pub(crate) fn disk(devt: u32) -> Result<(Params, Account)> {
                 devt,
                 params,
                 counters: counters.clone(),
+                path: None,
             },
             GFP_KERNEL,
         )?;
@@ -300,6 +324,7 @@ fn store(devt: u32, attr: u32, input: &[u8]) -> Result {
             devt,
             params,
             counters,
+            path: None,
         },
         GFP_KERNEL,
     )?;

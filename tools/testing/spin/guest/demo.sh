@@ -54,4 +54,29 @@ if [ $rc = 0 ]; then
 else
 	echo "not ok - the GPU memory does not hold the file's bytes"
 fi
+
+echo
+echo "-- the router: a plain buffered pread() of the same file, half of it in the page cache"
+disk=${dev##*/}
+echo 3 > /proc/sys/vm/drop_caches
+dd if=/mnt/demo/data of=/dev/null bs=1M count=24 2>/dev/null
+echo "   the first 24 MiB read into the page cache; mode $(sysattr /sys/kernel/spin/mode)"
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+echo 1 > /sys/kernel/tracing/events/spin/enable
+echo > /sys/kernel/tracing/trace
+sed 's/^/   before: /' "/sys/block/$disk/spin/stat" | grep -E 'requests|bytes_' > /tmp/stat.before
+gpu_pread -b /mnt/demo/data > /tmp/gpu_pread.out 2>&1
+rc2=$?
+sed 's/^/   /' /tmp/gpu_pread.out
+echo 0 > /sys/kernel/tracing/events/spin/enable
+echo "   trace (spin:spin_route_segment, spin:spin_route), first lines:"
+grep -o 'spin_route.*' /sys/kernel/tracing/trace | head -8 | sed 's/^/     /'
+echo "   /sys/block/$disk/spin/stat:"
+cat /tmp/stat.before
+grep -E 'requests|bytes_' "/sys/block/$disk/spin/stat" | sed 's/^/   after:  /'
+if [ $rc2 = 0 ]; then
+	echo "ok - buffered pread: the GPU holds exactly the file's bytes"
+else
+	echo "not ok - buffered pread: the GPU memory does not hold the file's bytes"
+fi
 umount /mnt/demo
