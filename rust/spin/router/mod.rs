@@ -165,6 +165,8 @@ fn route(req: &mut Request<'_>, mm: &MmWithUser) -> isize {
 /// Per-request context of a routed GPU piece.
 struct Ctx<'r, 'a> {
     req: &'r Request<'a>,
+    params: sched::Params,
+    mode: Mode,
     info: FileInfo,
     account: Account,
     bytes_pc: u64,
@@ -250,6 +252,8 @@ fn route_gpu(
     account.request(reason);
     let mut ctx = Ctx {
         req,
+        params,
+        mode,
         info,
         account,
         bytes_pc: 0,
@@ -257,7 +261,7 @@ fn route_gpu(
         segs: 0,
     };
     let result = if reason == Fallback::None {
-        route_chunks(&mut ctx, &params, mode, pos, addr, len)
+        route_chunks(&mut ctx, pos, addr, len)
     } else {
         ctx.copy(pos, addr, len)
     };
@@ -275,21 +279,14 @@ fn route_gpu(
 }
 
 /// Plans and executes a routed piece chunk by chunk; returns the bytes read.
-fn route_chunks(
-    ctx: &mut Ctx<'_, '_>,
-    params: &sched::Params,
-    mode: Mode,
-    pos: i64,
-    addr: usize,
-    len: usize,
-) -> Result<usize> {
+fn route_chunks(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<usize> {
     let mut done = 0;
     while done < len {
         let at = pos + done as i64;
         // Chunks after the first start on a page boundary.
         let chunk_end = ((at as u64 + CHUNK as u64) & !(PAGE_SIZE as u64 - 1)) as i64;
         let clen = (len - done).min((chunk_end - at) as usize);
-        let n = route_chunk(ctx, params, mode, at, addr + done, clen)?;
+        let n = route_chunk(ctx, at, addr + done, clen)?;
         done += n;
         if n < clen {
             break;
@@ -302,14 +299,7 @@ fn route_chunks(
 ///
 /// Fully cached and fully uncached chunks, the common cases, take a short path: no scheduler
 /// and, up to 128 pages, no allocation.
-fn route_chunk(
-    ctx: &mut Ctx<'_, '_>,
-    params: &sched::Params,
-    mode: Mode,
-    pos: i64,
-    addr: usize,
-    len: usize,
-) -> Result<usize> {
+fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<usize> {
     let w = plan::window(
         pos as u64,
         len as u64,
@@ -323,7 +313,7 @@ fn route_chunk(
     };
     let pages = u32::try_from(w.pages).map_err(|_| EINVAL)?;
     let mut segs: KVVec<Segment> = KVVec::new();
-    let whole = match mode {
+    let whole = match ctx.mode {
         Mode::P2p => Some(Path::P2p),
         _ => {
             const SMALL: usize = 2;
@@ -347,7 +337,7 @@ fn route_chunk(
             if cached == 0 {
                 Some(Path::P2p)
             } else {
-                schedule(params, pages, bits, &mut segs)?;
+                schedule(&ctx.params, pages, bits, &mut segs)?;
                 None
             }
         }
