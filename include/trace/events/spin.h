@@ -12,7 +12,7 @@
  * @devt: whole disk of the file (0 if none)
  * @ino: inode number
  * @pos: file offset of the routed range
- * @len: bytes asked for
+ * @len: bytes asked for, clipped to the end of the file
  * @mode: /sys/kernel/spin/mode at the time
  * @reason: "none" if scheduled, else why everything went through the page cache
  * @bytes_pc: bytes copied from the page cache
