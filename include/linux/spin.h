@@ -15,8 +15,6 @@
 #include <linux/jump_label.h>
 #include <linux/uio.h>
 
-struct block_device;
-struct gendisk;
 struct pci_dev;
 
 #ifdef CONFIG_SPIN
@@ -45,7 +43,7 @@ void spin_route_key_get(void);
 void spin_route_key_put(void);
 bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter);
 bool spin_iter_segment(const struct iov_iter *iter, unsigned long idx,
-		       unsigned long *addr, size_t *len);
+		       size_t before, unsigned long *addr, size_t *len);
 void spin_iter_advance(struct iov_iter *iter, size_t bytes);
 ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 		      size_t len, bool direct);

@@ -61,41 +61,39 @@ bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
  * spin_iter_segment - a user segment of a destination iterator
  * @iter: a user-backed (ITER_UBUF or ITER_IOVEC) destination
  * @idx: segment index, counting from the iterator's current position
+ * @before: bytes in the segments before @idx (the sum of their lengths)
  * @addr: filled in: user address of the segment
- * @len: filled in: its length, capped at what the iterator still counts
+ * @len: filled in: its length, capped at what the iterator still counts; an
+ *       empty iovec gives 0
+ *
+ * Constant time: the caller walks the segments in order and carries @before.
  *
  * Return: %false past the last segment or for other iterator types.
  */
 bool spin_iter_segment(const struct iov_iter *iter, unsigned long idx,
-		       unsigned long *addr, size_t *len)
+		       size_t before, unsigned long *addr, size_t *len)
 {
 	size_t left = iov_iter_count(iter);
-	unsigned long i;
+	const struct iovec *iov;
+	size_t skip;
 
+	if (before >= left)
+		return false;
+	left -= before;
 	if (iter_is_ubuf(iter)) {
-		if (idx || !left)
+		if (idx)
 			return false;
 		*addr = (unsigned long)iter->ubuf + iter->iov_offset;
 		*len = left;
 		return true;
 	}
-	if (!iter_is_iovec(iter))
+	if (!iter_is_iovec(iter) || idx >= iter->nr_segs)
 		return false;
-	for (i = 0; i < iter->nr_segs && left; i++) {
-		const struct iovec *iov = iter_iov(iter) + i;
-		size_t skip = i ? 0 : iter->iov_offset;
-		size_t seg = min(iov->iov_len - skip, left);
-
-		if (i == idx) {
-			if (!seg)
-				return false;
-			*addr = (unsigned long)iov->iov_base + skip;
-			*len = seg;
-			return true;
-		}
-		left -= seg;
-	}
-	return false;
+	iov = iter_iov(iter) + idx;
+	skip = idx ? 0 : iter->iov_offset;
+	*addr = (unsigned long)iov->iov_base + skip;
+	*len = min(iov->iov_len - skip, left);
+	return true;
 }
 
 /**

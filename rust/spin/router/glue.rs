@@ -158,15 +158,15 @@ impl Request<'_> {
         unsafe { bindings::spin_routable(self.iocb.as_ptr(), self.iter.as_ptr()) }
     }
 
-    /// User segment `idx` of the destination (counting from its current position):
+    /// The non-empty user segments of the destination, from its current position:
     /// `(address, length)`.
-    pub(crate) fn segment(&self, idx: usize) -> Option<(usize, usize)> {
-        let (mut addr, mut len) = (0, 0);
-        // SAFETY: `iter` is valid (type invariant); the out-pointers are locals.
-        let found = unsafe {
-            bindings::spin_iter_segment(self.iter.as_ptr(), idx as c_ulong, &mut addr, &mut len)
-        };
-        found.then_some((addr as usize, len))
+    pub(crate) fn segments(&self) -> Segments<'_, '_> {
+        Segments {
+            iter: self.iter,
+            idx: 0,
+            before: 0,
+            _req: PhantomData,
+        }
     }
 
     /// The file offset of the read.
@@ -332,6 +332,43 @@ impl Drop for AioBatch<'_, '_> {
         // SAFETY: Every started leg was waited for; the batch came from
         // `spin_aio_batch_alloc()`.
         unsafe { bindings::spin_aio_batch_free(self.batch.as_ptr()) };
+    }
+}
+
+/// Iterator over the user segments of a [`Request`]'s destination, see [`Request::segments`].
+pub(crate) struct Segments<'r, 'a> {
+    iter: NonNull<bindings::iov_iter>,
+    idx: usize,
+    before: usize,
+    _req: PhantomData<&'r Request<'a>>,
+}
+
+impl Iterator for Segments<'_, '_> {
+    type Item = (usize, usize);
+
+    fn next(&mut self) -> Option<(usize, usize)> {
+        loop {
+            let (mut addr, mut len) = (0, 0);
+            // SAFETY: `iter` is the valid destination of the borrowed request (type invariants
+            // of `Request`); the out-pointers are locals.
+            let found = unsafe {
+                bindings::spin_iter_segment(
+                    self.iter.as_ptr(),
+                    self.idx as c_ulong,
+                    self.before,
+                    &mut addr,
+                    &mut len,
+                )
+            };
+            if !found {
+                return None;
+            }
+            self.idx += 1;
+            self.before += len;
+            if len > 0 {
+                return Some((addr as usize, len));
+            }
+        }
     }
 }
 

@@ -79,14 +79,8 @@ fn classify(mm: &MmWithUser, addr: usize) -> Dest {
 
 /// Whether any user segment of the destination starts in GPU memory.
 fn any_gpu(req: &Request<'_>, mm: &MmWithUser) -> bool {
-    let mut idx = 0;
-    while let Some((addr, _)) = req.segment(idx) {
-        if matches!(classify(mm, addr), Dest::Gpu { .. }) {
-            return true;
-        }
-        idx += 1;
-    }
-    false
+    req.segments()
+        .any(|(addr, _)| matches!(classify(mm, addr), Dest::Gpu { .. }))
 }
 
 /// The VFS entry of the router; see the module documentation.
@@ -122,8 +116,7 @@ fn route(req: &mut Request<'_>, mm: &MmWithUser) -> isize {
     let mut pos = req.pos();
     let mut done: usize = 0;
     let mut error = None;
-    let mut idx = 0;
-    'segments: while let Some((addr, len)) = req.segment(idx) {
+    'segments: for (addr, len) in req.segments() {
         let mut off = 0;
         while off < len {
             let a = addr + off;
@@ -151,7 +144,6 @@ fn route(req: &mut Request<'_>, mm: &MmWithUser) -> isize {
                 }
             }
         }
-        idx += 1;
     }
     match (done, error) {
         (0, Some(e)) => e.to_errno() as isize,

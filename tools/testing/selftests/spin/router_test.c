@@ -1094,8 +1094,9 @@ static void preadv_mixed(struct fs *fs)
 		long long p1 = pos + h[0], p2 = p1 + g[0] + h[1], p3 = p2 + g[1];
 		size_t go1 = 16 * MiB + p1 % PG, go2 = 24 * MiB + p2 % PG;
 		uint8_t *hb = host;
-		struct iovec iov[5] = {
-			{ hb, h[0] }, { gmem + go1, g[0] }, { hb + h[0], h[1] },
+		/* An empty iovec in the middle must not end the read. */
+		struct iovec iov[6] = {
+			{ hb, h[0] }, { gmem + go1, g[0] }, { hb, 0 }, { hb + h[0], h[1] },
 			{ gmem + go2, g[1] }, { hb + h[0] + h[1], h[2] },
 		};
 		struct range rg[2] = { { p1, g[0] }, { p2, g[1] } };
@@ -1103,7 +1104,7 @@ static void preadv_mixed(struct fs *fs)
 		uint8_t want[1024];
 		ssize_t n;
 
-		snprintf(label, sizeof(label), "%s: preadv host+GPU+host+GPU+host at %lld",
+		snprintf(label, sizeof(label), "%s: preadv host+GPU+empty+host+GPU+host at %lld",
 			 fs->name, pos);
 		np = div_up(pos + total, PG) - pos / PG;
 		rz_fill(pass ? 0 : 50, want, np, 0);
@@ -1116,7 +1117,7 @@ static void preadv_mixed(struct fs *fs)
 		poison(go2, g[1]);
 		memset(hb, POISON, h[0] + h[1] + h[2]);
 		obs_begin(fs, &o, &r, label);
-		n = preadv(fs->fd, iov, 5, pos);
+		n = preadv(fs->fd, iov, 6, pos);
 		if (n != (ssize_t)total)
 			fail(&r, label, "returned %zd, expected %zu", n, total);
 		if (spin_pattern_check(hb, pos, h[0], fs->seed) >= 0 ||
