@@ -196,39 +196,40 @@ fn default_params() -> Result<Params> {
     Params::gen4().map_err(|_| EINVAL)
 }
 
-/// The parameters and the account of disk `devt` (0: no disk), creating its entry if needed.
-pub(crate) fn disk(devt: u32) -> Result<(Params, Account)> {
-    if devt == 0 {
-        return Ok((default_params()?, Account { disk: None }));
-    }
-    let mut disks = DISKS.lock();
-    if let Some(d) = disks.iter().find(|d| d.devt == devt) {
-        return Ok((
-            d.params,
-            Account {
-                disk: Some(d.counters.clone()),
-            },
-        ));
-    }
-    let params = default_params()?;
-    let counters = Arc::new(Counters::new(), GFP_KERNEL)?;
-    if disks.len() < MAX_DISKS {
-        disks.push(
-            Disk {
+/// The entry of disk `devt`, created with the default parameters if there is none.
+fn entry(disks: &mut KVec<Disk>, devt: u32) -> Result<&mut Disk> {
+    let at = match disks.iter().position(|d| d.devt == devt) {
+        Some(at) => at,
+        None => {
+            if disks.len() >= MAX_DISKS {
+                return Err(ENOSPC);
+            }
+            let disk = Disk {
                 devt,
-                params,
-                counters: counters.clone(),
+                params: default_params()?,
+                counters: Arc::new(Counters::new(), GFP_KERNEL)?,
                 path: None,
-            },
-            GFP_KERNEL,
-        )?;
+            };
+            disks.push(disk, GFP_KERNEL)?;
+            disks.len() - 1
+        }
+    };
+    disks.get_mut(at).ok_or(EINVAL)
+}
+
+/// The parameters and the account of disk `devt` (0: no disk), creating its entry if needed.
+///
+/// With the table full, the disk gets the default parameters and only the global counters.
+pub(crate) fn disk(devt: u32) -> Result<(Params, Account)> {
+    if devt != 0 {
+        if let Ok(d) = entry(&mut DISKS.lock(), devt) {
+            let account = Account {
+                disk: Some(d.counters.clone()),
+            };
+            return Ok((d.params, account));
+        }
     }
-    Ok((
-        params,
-        Account {
-            disk: Some(counters),
-        },
-    ))
+    Ok((default_params()?, Account { disk: None }))
 }
 
 /// Parses a sysfs write: one decimal `u64`, optionally followed by a newline.
@@ -310,24 +311,8 @@ fn store(devt: u32, attr: u32, input: &[u8]) -> Result {
     }
     let v = parse_u64(input)?;
     let mut disks = DISKS.lock();
-    if let Some(d) = disks.iter_mut().find(|d| d.devt == devt) {
-        d.params = with_param(&d.params, attr, v)?;
-        return Ok(());
-    }
-    if disks.len() >= MAX_DISKS {
-        return Err(ENOSPC);
-    }
-    let params = with_param(&default_params()?, attr, v)?;
-    let counters = Arc::new(Counters::new(), GFP_KERNEL)?;
-    disks.push(
-        Disk {
-            devt,
-            params,
-            counters,
-            path: None,
-        },
-        GFP_KERNEL,
-    )?;
+    let d = entry(&mut disks, devt)?;
+    d.params = with_param(&d.params, attr, v)?;
     Ok(())
 }
 
