@@ -15,7 +15,7 @@ mod tests {
     use kernel::prelude::*;
 
     /// Number of wrappers below; must equal `cases::CASES.len()`.
-    const WRAPPED: usize = 22;
+    const WRAPPED: usize = 26;
 
     /// Logs where a case failed; KTAP names the case.
     fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
@@ -141,5 +141,25 @@ mod tests {
     #[test]
     fn plan_legs_cover_the_request() -> Result<(), CaseError> {
         report(cases::plan_legs_cover_the_request())
+    }
+
+    #[test]
+    fn readahead_sequential_rule() -> Result<(), CaseError> {
+        report(cases::readahead_sequential_rule())
+    }
+
+    #[test]
+    fn readahead_prefetch_rule() -> Result<(), CaseError> {
+        report(cases::readahead_prefetch_rule())
+    }
+
+    #[test]
+    fn partition_bounds_pages_fifo() -> Result<(), CaseError> {
+        report(cases::partition_bounds_pages_fifo())
+    }
+
+    #[test]
+    fn partition_rebuilt_smaller() -> Result<(), CaseError> {
+        report(cases::partition_rebuilt_smaller())
     }
 }

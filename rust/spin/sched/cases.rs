@@ -13,6 +13,7 @@ use super::greedy::greedy;
 use super::optimal::{optimal, Slot};
 use super::overlap::overlap;
 use super::plan::{self, Leg, PlanError, Window};
+use super::readahead::{self, Partition, Stream, Weighted};
 use super::released::{keeps, released};
 use super::runs::{Runs, RunsBuilder, RunsError};
 use super::schedule::{
@@ -109,6 +110,10 @@ pub const CASES: &[Case] = &[
     ("plan_window_rounds_inwards", plan_window_rounds_inwards),
     ("plan_bitmap_to_runs", plan_bitmap_to_runs),
     ("plan_legs_cover_the_request", plan_legs_cover_the_request),
+    ("readahead_sequential_rule", readahead_sequential_rule),
+    ("readahead_prefetch_rule", readahead_prefetch_rule),
+    ("partition_bounds_pages_fifo", partition_bounds_pages_fifo),
+    ("partition_rebuilt_smaller", partition_rebuilt_smaller),
 ];
 
 fn gen4() -> Result<Params, CaseError> {
@@ -632,5 +637,147 @@ pub fn plan_legs_cover_the_request() -> Result<(), CaseError> {
         plan::legs(pos, len, w.as_ref(), &segs, 4096, &mut out[..4])
             == Err(PlanError::OutputTooSmall)
     );
+    Ok(())
+}
+
+/// A sequential read starts in the page where the previous one ended or the next one.
+pub fn readahead_sequential_rule() -> Result<(), CaseError> {
+    check!(readahead::is_sequential(-1, 0, 4096));
+    check!(!readahead::is_sequential(-1, 4096, 4096));
+    check!(readahead::is_sequential(512, 512, 4096));
+    check!(readahead::is_sequential(4096, 4096, 4096));
+    check!(readahead::is_sequential(4096, 8191, 4096));
+    check!(readahead::is_sequential(4000, 4096, 4096));
+    check!(readahead::is_sequential(4096, 8192, 4096));
+    check!(!readahead::is_sequential(4096, 12288, 4096));
+    check!(!readahead::is_sequential(1 << 20, 4096, 4096));
+    check!(!readahead::is_sequential(i64::MAX, u64::MAX, 4096));
+    check!(readahead::is_sequential(i64::MAX, i64::MAX as u64, 4096));
+    Ok(())
+}
+
+/// P-readahead takes small sequential reads only, and honours random advice and a zero window.
+pub fn readahead_prefetch_rule() -> Result<(), CaseError> {
+    let s = Stream {
+        prev_pos: 65536,
+        ra_pages: 32,
+        random: false,
+    };
+    check!(readahead::prefetch(&s, 65536, 512, 4096));
+    check!(readahead::prefetch(&s, 65536, (128 << 10) - 1, 4096));
+    // At or above the window: P2P serves it well (SPIN's threshold).
+    check!(!readahead::prefetch(&s, 65536, 128 << 10, 4096));
+    // Random: not the next page.
+    check!(!readahead::prefetch(&s, 1 << 20, 512, 4096));
+    check!(!readahead::prefetch(
+        &Stream { random: true, ..s },
+        65536,
+        512,
+        4096
+    ));
+    check!(!readahead::prefetch(
+        &Stream { ra_pages: 0, ..s },
+        65536,
+        512,
+        4096
+    ));
+    // POSIX_FADV_SEQUENTIAL doubles the window.
+    check!(readahead::prefetch(
+        &Stream { ra_pages: 64, ..s },
+        65536,
+        128 << 10,
+        4096
+    ));
+    check!(!readahead::prefetch(
+        &Stream {
+            ra_pages: u32::MAX,
+            prev_pos: -1,
+            random: false
+        },
+        4096,
+        1,
+        4096
+    ));
+    Ok(())
+}
+
+/// A test entry of the partition: an id and its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry(u32, u64);
+
+impl Weighted for Entry {
+    fn pages(&self) -> u64 {
+        self.1
+    }
+}
+
+/// The partition evicts its oldest entries to stay within its page limit and its slots.
+pub fn partition_bounds_pages_fifo() -> Result<(), CaseError> {
+    let mut slots = [Entry(0, 1); 8];
+    let mut p = Partition::new(8);
+    let mut evicted = [0u32; 16];
+    let mut n = 0;
+    for id in 1..=6 {
+        check!(p.push(&mut slots, Entry(id, 1), |e| {
+            evicted[n] = e.0;
+            n += 1;
+        }));
+    }
+    check!(n == 0 && p.len() == 6 && p.pages() == 6);
+    // A 4-page folio needs two pages: entries 1 and 2 go, oldest first.
+    check!(p.push(&mut slots, Entry(7, 4), |e| {
+        evicted[n] = e.0;
+        n += 1;
+    }));
+    check!(n == 2 && evicted[..2] == [1, 2]);
+    check!(p.pages() == 8 && p.len() == 5);
+    // Larger than the whole limit: refused, nothing evicted.
+    check!(!p.push(&mut slots, Entry(8, 9), |_| n += 100));
+    check!(n == 2 && p.pages() == 8);
+    // Eight one-page entries: the older ones go, in order, and the ring wraps.
+    for id in 10..18 {
+        check!(p.push(&mut slots, Entry(id, 1), |e| {
+            evicted[n] = e.0;
+            n += 1;
+        }));
+        check!(p.pages() <= p.limit());
+    }
+    check!(evicted[..n] == [1, 2, 3, 4, 5, 6, 7]);
+    check!(p.len() == 8 && p.pages() == 8);
+    // A ninth needs a slot as well as a page.
+    check!(p.push(&mut slots, Entry(18, 1), |e| {
+        evicted[n] = e.0;
+        n += 1;
+    }));
+    check!(n == 8 && evicted[7] == 10);
+    for want in 11..19 {
+        check!(p.pop(&slots) == Some(Entry(want, 1)));
+    }
+    check!(p.pop(&slots).is_none() && p.is_empty() && p.pages() == 0);
+    // No slots: nothing is admitted.
+    check!(!Partition::new(8).push(&mut [] as &mut [Entry], Entry(1, 1), |_| ()));
+    Ok(())
+}
+
+/// A partition rebuilt with a smaller limit keeps the newest entries, oldest evicted first.
+pub fn partition_rebuilt_smaller() -> Result<(), CaseError> {
+    let mut old_slots = [Entry(0, 1); 6];
+    let mut old = Partition::new(6);
+    for id in 1..=6 {
+        check!(old.push(&mut old_slots, Entry(id, 1), |_| ()));
+    }
+    let mut new_slots = [Entry(0, 1); 2];
+    let mut new = Partition::new(2);
+    let mut evicted = [0u32; 6];
+    let mut n = 0;
+    while let Some(e) = old.pop(&old_slots) {
+        new.push(&mut new_slots, e, |v| {
+            evicted[n] = v.0;
+            n += 1;
+        });
+    }
+    check!(evicted[..n] == [1, 2, 3, 4]);
+    check!(new.pop(&new_slots) == Some(Entry(5, 1)));
+    check!(new.pop(&new_slots) == Some(Entry(6, 1)));
     Ok(())
 }

@@ -25,6 +25,9 @@
 //! * [`overlap`]: the makespan objective `max(device time, CPU time)` for a router that keeps
 //!   P2P I/O in flight while the CPU copies, with a certified lower bound.
 //!
+//! [`readahead`] decides when a small sequential read takes the page cache with read-ahead
+//! (SPIN's P-readahead) and keeps the books of the bounded GPU read-ahead partition.
+//!
 //! [`plan`] turns a byte request into legs: the unaligned head and tail through the page cache,
 //! the schedule of the pages in between clipped to the direct-I/O alignment.
 //!
@@ -38,6 +41,7 @@ pub mod greedy;
 pub mod optimal;
 pub mod overlap;
 pub mod plan;
+pub mod readahead;
 pub mod released;
 pub mod runs;
 pub mod schedule;

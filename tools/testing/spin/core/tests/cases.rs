@@ -48,4 +48,8 @@ cases!(
     plan_window_rounds_inwards,
     plan_bitmap_to_runs,
     plan_legs_cover_the_request,
+    readahead_sequential_rule,
+    readahead_prefetch_rule,
+    partition_bounds_pages_fifo,
+    partition_rebuilt_smaller,
 );

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! GPU read-ahead (SPIN, USENIX ATC'17, §4.3.2): when a read into GPU memory should go
+//! through the page cache with read-ahead (P-readahead) instead of P2P, and the bookkeeping of
+//! the bounded partition of the page cache that holds what that read-ahead brought in.
+//!
+//! A small sequential read into GPU memory is one P2P I/O per request; the page cache would
+//! have read ahead and served the next requests by copy. [`prefetch`] says when to take the
+//! page cache with read-ahead instead: the request is smaller than the file's read-ahead window
+//! (SPIN's threshold: a request at or above it is served well by P2P) and it continues the
+//! file's stream as the kernel's own read-ahead sees it (`file_ra_state`), unless the file was
+//! advised random or has read-ahead off.
+//!
+//! The folios that read-ahead brings in for the GPU are dropbehind folios: the GPU read that
+//! consumes them drops them, and a CPU read or fault takes them into the page cache for good
+//! (mm/filemap.c). [`Partition`] bounds what the rest may hold: a FIFO of folios weighted by
+//! their pages, whose oldest entries are handed back for eviction when a new one would exceed
+//! the limit. It stores entries in a caller-provided slice and never allocates.
+//!
+//! Only `core` is used: the same file builds into the kernel and into the host crate. See
+//! Documentation/spin/readahead.rst.
+
+/// What the file's read-ahead state says about the stream a read belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream {
+    /// End of the previous read of the file (`file_ra_state.prev_pos`); negative if none.
+    pub prev_pos: i64,
+    /// The file's read-ahead window in pages (`file_ra_state.ra_pages`, doubled by
+    /// `POSIX_FADV_SEQUENTIAL`); 0 turns read-ahead off.
+    pub ra_pages: u32,
+    /// The file was advised `POSIX_FADV_RANDOM` (`FMODE_RANDOM`): no read-ahead.
+    pub random: bool,
+}
+
+/// Whether a read at `pos` continues the stream whose previous read ended at `prev_pos`.
+///
+/// As the kernel's on-demand read-ahead decides it (mm/readahead.c): the read starts in the
+/// page where the previous one ended or in the next one. A read at offset 0 starts a stream.
+pub fn is_sequential(prev_pos: i64, pos: u64, page_size: u32) -> bool {
+    if pos == 0 {
+        return true;
+    }
+    let Ok(prev) = u64::try_from(prev_pos) else {
+        return false;
+    };
+    let page_size = u64::from(page_size.max(1));
+    let (index, prev_index) = (pos / page_size, prev / page_size);
+    index == prev_index || index == prev_index.saturating_add(1)
+}
+
+/// Whether a read into GPU memory of `len` bytes at `pos` should go through the page cache with
+/// read-ahead (P-readahead) rather than be scheduled between the page cache and P2P.
+pub fn prefetch(stream: &Stream, pos: u64, len: u64, page_size: u32) -> bool {
+    if stream.random || stream.ra_pages == 0 {
+        return false;
+    }
+    let window = u64::from(stream.ra_pages).saturating_mul(u64::from(page_size));
+    len < window && is_sequential(stream.prev_pos, pos, page_size)
+}
+
+/// An entry of the partition: something that covers a number of pages.
+pub trait Weighted: Copy {
+    /// The pages the entry holds, at least one.
+    fn pages(&self) -> u64;
+}
+
+/// A bounded FIFO of page-cache folios, weighted by their pages.
+///
+/// The entries live in a slice the caller owns and passes to every call; its length is the
+/// ring's capacity in entries. Every entry holds at least one page, so a slice of `limit`
+/// entries never runs out of room before the page limit is reached.
+///
+/// # Invariants
+///
+/// `len <= slots.len()` of the slice in use, `head < slots.len()` unless it is empty, and
+/// `pages` is the sum of the pages of the `len` entries from `head` on, at most `limit`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    head: usize,
+    len: usize,
+    pages: u64,
+    limit: u64,
+}
+
+impl Partition {
+    /// An empty partition that holds at most `limit` pages.
+    pub const fn new(limit: u64) -> Self {
+        Self {
+            head: 0,
+            len: 0,
+            pages: 0,
+            limit,
+        }
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The pages the entries hold.
+    pub fn pages(&self) -> u64 {
+        self.pages
+    }
+
+    /// The most pages the partition holds.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Removes and returns the oldest entry.
+    pub fn pop<E: Weighted>(&mut self, slots: &[E]) -> Option<E> {
+        if self.len == 0 || slots.is_empty() {
+            return None;
+        }
+        let e = *slots.get(self.head)?;
+        self.head = (self.head + 1) % slots.len();
+        self.len -= 1;
+        self.pages = self.pages.saturating_sub(e.pages());
+        Some(e)
+    }
+
+    /// Adds `e` as the newest entry, first handing the oldest entries to `evict` until it fits
+    /// in both the page limit and the slots.
+    ///
+    /// Returns `false`, and evicts nothing, if `e` alone holds more than the limit (or there
+    /// are no slots): the caller then treats it as not admitted.
+    pub fn push<E: Weighted>(&mut self, slots: &mut [E], e: E, mut evict: impl FnMut(E)) -> bool {
+        let pages = e.pages().max(1);
+        if pages > self.limit || slots.is_empty() {
+            return false;
+        }
+        while self.pages + pages > self.limit || self.len == slots.len() {
+            match self.pop(slots) {
+                Some(old) => evict(old),
+                None => break,
+            }
+        }
+        let at = (self.head + self.len) % slots.len();
+        slots[at] = e;
+        self.len += 1;
+        self.pages += pages;
+        true
+    }
+}
