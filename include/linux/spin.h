@@ -75,6 +75,55 @@ struct spin_file_info {
 };
 
 int spin_file_check(struct file *file, struct spin_file_info *info);
+
+/**
+ * struct spin_stream - what GPU read-ahead reads of a file's read-ahead state
+ * @prev_pos: end of the previous read (file_ra_state.prev_pos), -1 if none
+ * @ra_pages: the read-ahead window in pages (0: read-ahead is off)
+ * @random: the file was advised POSIX_FADV_RANDOM
+ * @dontcache: the filesystem supports uncached reads (FOP_DONTCACHE), which
+ *             GPU read-ahead needs to keep its pages apart
+ */
+struct spin_stream {
+	loff_t prev_pos;
+	u32 ra_pages;
+	bool random;
+	bool dontcache;
+};
+
+void spin_file_stream(struct file *file, struct spin_stream *stream);
+void spin_file_set_prev_pos(struct file *file, loff_t pos);
+
+/**
+ * struct spin_ra_window - read-ahead done during a GPU page-cache leg
+ * @mapping: the file's mapping, as a number: compared, never followed
+ * @start: first page of the window read ahead
+ * @nr: pages in it; 0 if the leg started no read-ahead
+ */
+struct spin_ra_window {
+	unsigned long mapping;
+	pgoff_t start;
+	unsigned long nr;
+};
+
+/**
+ * struct spin_ra_folio - a dropbehind folio of a read-ahead window
+ * @pfn: its first page's pfn
+ * @index: its index in the file
+ * @nr: its pages
+ */
+struct spin_ra_folio {
+	unsigned long pfn;
+	pgoff_t index;
+	unsigned long nr;
+};
+
+ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
+			 size_t len, struct spin_ra_window *win);
+unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
+			     struct spin_ra_folio *out, unsigned int max);
+void spin_trace_readahead(dev_t devt, u64 ino, pgoff_t start,
+			  unsigned long nr, u32 admitted, u32 evicted);
 int spin_sysfs_init(void);
 
 void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
@@ -96,6 +145,7 @@ enum spin_sysfs_attr {
 	SPIN_ATTR_C_P2P_NS,
 	SPIN_ATTR_BW_P2P,
 	SPIN_ATTR_BW_PC,
+	SPIN_ATTR_RA_PARTITION,
 };
 
 extern const struct attribute_group spin_disk_attr_group;

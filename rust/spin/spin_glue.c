@@ -10,6 +10,8 @@
 #include <linux/completion.h>
 #include <linux/fs.h>
 #include <linux/kobject.h>
+#include <linux/pagemap.h>
+#include <linux/pagevec.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
 #include <linux/spin.h>
@@ -135,6 +137,122 @@ ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 		kiocb.ki_flags &= ~IOCB_DIRECT;
 	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
 	return file->f_op->read_iter(&kiocb, &iter);
+}
+
+/**
+ * spin_file_stream - the file's read-ahead state, for GPU read-ahead
+ * @file: the file
+ * @stream: filled in
+ *
+ * file_ra_state is read without a lock, as the page cache's own read-ahead
+ * does: a torn value only changes a heuristic.
+ */
+void spin_file_stream(struct file *file, struct spin_stream *stream)
+{
+	stream->prev_pos = READ_ONCE(file->f_ra.prev_pos);
+	stream->ra_pages = READ_ONCE(file->f_ra.ra_pages);
+	stream->random = file->f_mode & FMODE_RANDOM;
+	stream->dontcache = file->f_op->fop_flags & FOP_DONTCACHE;
+}
+
+/**
+ * spin_file_set_prev_pos - note where a routed read into GPU memory ended
+ * @file: the file
+ * @pos: the end of the read
+ *
+ * P2P legs bypass filemap_read(), which keeps file_ra_state.prev_pos for
+ * page-cache reads: without this a sequential GPU stream served by P2P would
+ * look random to the next read's read-ahead decision.
+ */
+void spin_file_set_prev_pos(struct file *file, loff_t pos)
+{
+	WRITE_ONCE(file->f_ra.prev_pos, pos);
+}
+
+/**
+ * spin_sub_read_ra - a page-cache leg into GPU memory, read ahead uncached
+ * @orig: the request being routed
+ * @pos: file offset of the leg
+ * @addr: user address of the leg's destination (GPU memory)
+ * @len: length of the leg
+ * @win: filled in: the window read ahead during the leg, if any
+ *
+ * As spin_sub_read() without @direct, with IOCB_DONTCACHE: the folios that
+ * read-ahead brings in for the GPU are dropbehind folios, dropped by the read
+ * that consumes them and taken into the page cache for good by a CPU read or
+ * fault (mm/filemap.c). The caller checked FOP_DONTCACHE. If the file's
+ * read-ahead window moved during the leg, @win says where it is now, for the
+ * GPU read-ahead partition to account its folios.
+ *
+ * Return: bytes read or a negative errno, as ->read_iter().
+ */
+ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
+			 size_t len, struct spin_ra_window *win)
+{
+	struct file *file = orig->ki_filp;
+	struct file_ra_state *ra = &file->f_ra;
+	pgoff_t start = READ_ONCE(ra->start);
+	unsigned int size = READ_ONCE(ra->size);
+	struct iov_iter iter;
+	struct kiocb kiocb;
+	ssize_t ret;
+
+	kiocb_clone(&kiocb, orig, file);
+	kiocb.ki_pos = pos;
+	kiocb.ki_flags = (kiocb.ki_flags & ~IOCB_DIRECT) | IOCB_DONTCACHE;
+	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
+	ret = file->f_op->read_iter(&kiocb, &iter);
+
+	win->mapping = (unsigned long)file->f_mapping;
+	win->start = READ_ONCE(ra->start);
+	win->nr = READ_ONCE(ra->size);
+	if (win->start == start && win->nr == size)
+		win->nr = 0;
+	return ret;
+}
+
+/**
+ * spin_ra_collect - the dropbehind folios of a range of a file
+ * @file: the file
+ * @index: first page to look at; advanced past the folios looked at
+ * @end: page after the range
+ * @out: filled in with the dropbehind folios found
+ * @max: room in @out, at least one
+ *
+ * Context: May sleep.
+ * Return: the number of folios put in @out; fewer than @max once the range
+ * is done.
+ */
+unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
+			     struct spin_ra_folio *out, unsigned int max)
+{
+	struct folio_batch fbatch;
+	unsigned int n = 0, i;
+
+	if (*index >= end)
+		return 0;
+	folio_batch_init(&fbatch);
+	while (n < max &&
+	       filemap_get_folios(file->f_mapping, index, end - 1, &fbatch)) {
+		for (i = 0; i < folio_batch_count(&fbatch); i++) {
+			struct folio *folio = fbatch.folios[i];
+
+			if (n == max) {
+				/* Look at this folio again next time. */
+				*index = folio->index;
+				break;
+			}
+			if (!folio_test_dropbehind(folio))
+				continue;
+			out[n].pfn = folio_pfn(folio);
+			out[n].index = folio->index;
+			out[n].nr = folio_nr_pages(folio);
+			n++;
+		}
+		folio_batch_release(&fbatch);
+		cond_resched();
+	}
+	return n;
 }
 
 /* A P2P leg in flight: an asynchronous direct read of the router's own. */
@@ -310,6 +428,12 @@ void spin_trace_segment(dev_t devt, u64 ino, loff_t pos, size_t len,
 	trace_spin_route_segment(devt, ino, pos, len, p2p);
 }
 
+void spin_trace_readahead(dev_t devt, u64 ino, pgoff_t start,
+			  unsigned long nr, u32 admitted, u32 evicted)
+{
+	trace_spin_readahead(devt, ino, start, nr, admitted, evicted);
+}
+
 /* /sys/block/<disk>/spin/: per-disk cost parameters and counters. */
 
 struct spin_disk_attr {
@@ -400,9 +524,16 @@ static struct spin_kobj_attr spin_kobj_attr_stat = {
 	.nr = SPIN_ATTR_STAT,
 };
 
+static struct spin_kobj_attr spin_kobj_attr_ra_partition = {
+	.attr = __ATTR(ra_partition_pages, 0644, spin_kobj_show,
+		       spin_kobj_store),
+	.nr = SPIN_ATTR_RA_PARTITION,
+};
+
 static struct attribute *spin_kobj_attrs[] = {
 	&spin_kobj_attr_mode.attr.attr,
 	&spin_kobj_attr_stat.attr.attr,
+	&spin_kobj_attr_ra_partition.attr.attr,
 	NULL,
 };
 

@@ -83,6 +83,42 @@ TRACE_EVENT(spin_route_segment,
 		  __entry->p2p ? "p2p" : "pagecache")
 );
 
+/**
+ * spin_readahead - GPU read-ahead brought a window into the partition
+ * @devt: whole disk of the file (0 if none)
+ * @ino: inode number
+ * @start: first page of the read-ahead window
+ * @nr: pages in the window
+ * @admitted: pages of dropbehind folios of the window taken into the
+ *            GPU read-ahead partition
+ * @evicted: pages the partition evicted to make room
+ */
+TRACE_EVENT(spin_readahead,
+	TP_PROTO(dev_t devt, u64 ino, pgoff_t start, unsigned long nr,
+		 u32 admitted, u32 evicted),
+	TP_ARGS(devt, ino, start, nr, admitted, evicted),
+	TP_STRUCT__entry(
+		__field(dev_t, devt)
+		__field(u64, ino)
+		__field(pgoff_t, start)
+		__field(unsigned long, nr)
+		__field(u32, admitted)
+		__field(u32, evicted)
+	),
+	TP_fast_assign(
+		__entry->devt = devt;
+		__entry->ino = ino;
+		__entry->start = start;
+		__entry->nr = nr;
+		__entry->admitted = admitted;
+		__entry->evicted = evicted;
+	),
+	TP_printk("dev=%d:%d ino=%llu start=%lu nr=%lu admitted=%u evicted=%u",
+		  MAJOR(__entry->devt), MINOR(__entry->devt), __entry->ino,
+		  __entry->start, __entry->nr, __entry->admitted,
+		  __entry->evicted)
+);
+
 #endif /* _TRACE_SPIN_H */
 
 /* This part must be outside protection */

@@ -5,6 +5,7 @@
 //!
 //! Every `unsafe` block of the router is in this file.
 
+use crate::sched::readahead::Stream;
 use kernel::{bindings, pci, prelude::*, sync::aref::ARef};
 
 use core::ptr::NonNull;
@@ -205,6 +206,84 @@ impl Request<'_> {
         Ok(ret as usize)
     }
 
+    /// The file's read-ahead state, and whether its filesystem supports uncached reads.
+    pub(crate) fn stream(&self) -> (Stream, bool) {
+        // SAFETY: `spin_stream` is plain data; all-zero is a valid value.
+        let mut raw: bindings::spin_stream = unsafe { core::mem::zeroed() };
+        // SAFETY: The file is valid (type invariant), `raw` is a local.
+        unsafe { bindings::spin_file_stream(self.file(), &mut raw) };
+        let stream = Stream {
+            prev_pos: raw.prev_pos,
+            ra_pages: raw.ra_pages,
+            random: raw.random,
+        };
+        (stream, raw.dontcache)
+    }
+
+    /// Notes in the file's read-ahead state that a read into GPU memory ended at `pos`.
+    pub(crate) fn set_prev_pos(&self, pos: i64) {
+        // SAFETY: The file is valid (type invariant).
+        unsafe { bindings::spin_file_set_prev_pos(self.file(), pos) };
+    }
+
+    /// Reads `len` bytes at `pos` into user memory at `addr` through the page cache, uncached
+    /// (`IOCB_DONTCACHE`); returns the bytes read and the window read ahead meanwhile, if any.
+    ///
+    /// The caller checked that the filesystem supports uncached reads ([`Request::stream`]).
+    pub(crate) fn sub_read_ra(
+        &self,
+        pos: i64,
+        addr: usize,
+        len: usize,
+    ) -> (Result<usize>, Option<RaWindow>) {
+        // SAFETY: `spin_ra_window` is plain data; all-zero is a valid value.
+        let mut win: bindings::spin_ra_window = unsafe { core::mem::zeroed() };
+        // SAFETY: `iocb` is valid (type invariant); the user range is checked by the filesystem
+        // (it is an ordinary user pointer, as in read(2)); `win` is a local.
+        let ret = unsafe {
+            bindings::spin_sub_read_ra(self.iocb.as_ptr(), pos, addr as c_ulong, len, &mut win)
+        };
+        let win = (win.nr != 0).then_some(RaWindow {
+            mapping: win.mapping as usize,
+            start: win.start as u64,
+            nr: win.nr as u64,
+        });
+        if ret < 0 {
+            return (Err(Error::from_errno(ret as c_int)), win);
+        }
+        (Ok(ret as usize), win)
+    }
+
+    /// Fills `out` with the dropbehind folios of the file's pages `*index .. end`, advancing
+    /// `*index` past those looked at; returns how many were found, fewer than `out.len()` once
+    /// the range is done.
+    pub(crate) fn ra_collect(&self, index: &mut u64, end: u64, out: &mut [RaFolio]) -> usize {
+        let max = u32::try_from(out.len()).unwrap_or(u32::MAX);
+        if max == 0 {
+            return 0;
+        }
+        let mut raw = [bindings::spin_ra_folio {
+            pfn: 0,
+            index: 0,
+            nr: 0,
+        }; 16];
+        let max = max.min(raw.len() as u32);
+        let mut at = *index as bindings::pgoff_t;
+        // SAFETY: The file is valid (type invariant); `raw` has room for `max` entries.
+        let n = unsafe {
+            bindings::spin_ra_collect(self.file(), &mut at, end as _, raw.as_mut_ptr(), max)
+        } as usize;
+        *index = at as u64;
+        for (o, r) in out.iter_mut().zip(&raw[..n]) {
+            *o = RaFolio {
+                pfn: r.pfn as usize,
+                index: r.index as u64,
+                pages: r.nr as u64,
+            };
+        }
+        n
+    }
+
     /// The file's size.
     pub(crate) fn file_size(&self) -> i64 {
         // SAFETY: The file is valid (type invariant).
@@ -252,6 +331,75 @@ impl Request<'_> {
         };
         Ok(cached as u64)
     }
+}
+
+/// A window the file's read-ahead read during a GPU page-cache leg (`struct spin_ra_window`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RaWindow {
+    /// The file's mapping, as a number: compared, never followed.
+    pub(crate) mapping: usize,
+    /// First page of the window.
+    pub(crate) start: u64,
+    /// Pages in it, at least one.
+    pub(crate) nr: u64,
+}
+
+/// A dropbehind folio of a read-ahead window (`struct spin_ra_folio`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RaFolio {
+    /// Its first page's pfn.
+    pub(crate) pfn: usize,
+    /// Its index in the file.
+    pub(crate) index: u64,
+    /// Its pages.
+    pub(crate) pages: u64,
+}
+
+/// What [`evict_dropbehind`] did with a folio (`enum filemap_evict`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Evict {
+    /// No longer that folio of that file: consumed, truncated, invalidated or reclaimed.
+    Gone,
+    /// Removed from the page cache.
+    Dropped,
+    /// A CPU read or fault touched it, or it is mapped: it stays cached for good.
+    Promoted,
+    /// Locked, dirty, under writeback or off the LRU: left as it is.
+    Busy,
+}
+
+/// Evicts the folio at `pfn` if it is still the clean, unmapped dropbehind folio at `index` of
+/// the file whose mapping is `mapping` (see `filemap_evict_dropbehind()`).
+pub(crate) fn evict_dropbehind(pfn: usize, mapping: usize, index: u64) -> Evict {
+    // SAFETY: `filemap_evict_dropbehind()` accepts any pfn and only compares `mapping`.
+    let r = unsafe {
+        bindings::filemap_evict_dropbehind(
+            pfn as c_ulong,
+            mapping as *const bindings::address_space,
+            index as bindings::pgoff_t,
+        )
+    };
+    match r {
+        bindings::filemap_evict_FILEMAP_EVICT_DROPPED => Evict::Dropped,
+        bindings::filemap_evict_FILEMAP_EVICT_PROMOTED => Evict::Promoted,
+        bindings::filemap_evict_FILEMAP_EVICT_BUSY => Evict::Busy,
+        _ => Evict::Gone,
+    }
+}
+
+/// Emits the `spin_readahead` tracepoint.
+pub(crate) fn trace_readahead(info: &FileInfo, win: &RaWindow, admitted: u32, evicted: u32) {
+    // SAFETY: Plain values.
+    unsafe {
+        bindings::spin_trace_readahead(
+            info.devt,
+            info.ino,
+            win.start as bindings::pgoff_t,
+            win.nr as c_ulong,
+            admitted,
+            evicted,
+        )
+    };
 }
 
 /// P2P legs in flight: asynchronous direct reads of one request (see `spin_aio_start()`).

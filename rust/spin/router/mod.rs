@@ -26,6 +26,7 @@
 //! released before any I/O. See Documentation/spin/router.rst.
 
 mod glue;
+mod readahead;
 mod state;
 
 pub(crate) use glue::RouteKey;
@@ -47,6 +48,7 @@ const CHUNK: usize = 8 << 20;
 /// Sets up the router's state and `/sys/kernel/spin`.
 pub(crate) fn init() -> Result {
     state::init();
+    readahead::init()?;
     glue::sysfs_init()
 }
 
@@ -161,6 +163,9 @@ struct Ctx<'r, 'a> {
     mode: Mode,
     info: FileInfo,
     account: Account,
+    /// Page-cache legs are read uncached, their read-ahead kept in the GPU read-ahead
+    /// partition (`auto` mode, on a filesystem that supports uncached reads).
+    ra: bool,
     bytes_pc: u64,
     bytes_p2p: u64,
     segs: u32,
@@ -182,11 +187,38 @@ impl Ctx<'_, '_> {
         self.segs += 1;
     }
 
-    /// Reads a leg through the page cache.
+    /// Reads a leg through the page cache; with [`Ctx::ra`], uncached, admitting what
+    /// read-ahead brought in meanwhile into the GPU read-ahead partition.
     fn copy(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
-        let n = self.req.sub_read(pos, addr, len, false)?;
+        let n = if self.ra {
+            let (r, win) = self.req.sub_read_ra(pos, addr, len);
+            if let Some(win) = win {
+                let pages = readahead::admit(self.req, &self.info, &win);
+                self.account.ra_pages(pages);
+            }
+            r?
+        } else {
+            self.req.sub_read(pos, addr, len, false)?
+        };
         self.done(pos, n, false);
         Ok(n)
+    }
+
+    /// Serves a small sequential read through the page cache with read-ahead (SPIN's
+    /// P-readahead), counting whether its pages were all cached already.
+    fn prefetch(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        let page = PAGE_SIZE as u64;
+        let first = pos as u64 / page;
+        let pages = (pos as u64 + len as u64).div_ceil(page) - first;
+        let mut bits = [0usize; 2];
+        let hit = match u32::try_from(pages) {
+            Ok(n) if n as usize <= bits.len() * usize::BITS as usize => {
+                self.req.residency(first, n, &mut bits) == Ok(u64::from(n))
+            }
+            _ => false,
+        };
+        self.account.ra_request(hit);
+        self.copy(pos, addr, len)
     }
 
     /// Accounts for a finished P2P leg; one that failed is counted and redone through the page
@@ -242,21 +274,30 @@ fn route_gpu(
         }
     }
     account.request(reason);
+    let (stream, dontcache) = req.stream();
+    let ra = reason == Fallback::None && mode == Mode::Auto && dontcache && readahead::enabled();
     let mut ctx = Ctx {
         req,
         params,
         mode,
         info,
         account,
+        ra,
         bytes_pc: 0,
         bytes_p2p: 0,
         segs: 0,
     };
-    let result = if reason == Fallback::None {
-        route_chunks(&mut ctx, pos, addr, len)
-    } else {
+    let result = if reason != Fallback::None {
         ctx.copy(pos, addr, len)
+    } else if ra && sched::readahead::prefetch(&stream, pos as u64, len as u64, PAGE_SIZE as u32) {
+        ctx.prefetch(pos, addr, len)
+    } else {
+        route_chunks(&mut ctx, pos, addr, len)
     };
+    if let Ok(n) = result {
+        // P2P legs bypass the page cache's read-ahead state; keep the stream visible.
+        req.set_prev_pos(pos + n as i64);
+    }
     glue::trace_route(
         &ctx.info,
         pos,

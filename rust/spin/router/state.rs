@@ -67,6 +67,9 @@ pub(crate) struct Counters {
     segs_p2p: Atomic<u64>,
     io_error: Atomic<u64>,
     fallback: [Atomic<u64>; Fallback::ALL.len()],
+    ra_requests: Atomic<u64>,
+    ra_hits: Atomic<u64>,
+    ra_pages: Atomic<u64>,
 }
 
 impl Counters {
@@ -79,6 +82,9 @@ impl Counters {
             segs_p2p: Atomic::new(0),
             io_error: Atomic::new(0),
             fallback: [const { Atomic::new(0) }; Fallback::ALL.len()],
+            ra_requests: Atomic::new(0),
+            ra_hits: Atomic::new(0),
+            ra_pages: Atomic::new(0),
         }
     }
 
@@ -97,7 +103,10 @@ impl Counters {
                 v(count)
             )?;
         }
-        writeln!(f, "fallback_io_error {}", v(&self.io_error))
+        writeln!(f, "fallback_io_error {}", v(&self.io_error))?;
+        writeln!(f, "ra_requests {}", v(&self.ra_requests))?;
+        writeln!(f, "ra_hits {}", v(&self.ra_hits))?;
+        writeln!(f, "ra_pages_prefetched {}", v(&self.ra_pages))
     }
 }
 
@@ -138,6 +147,24 @@ impl Account {
                 c.segs_pc.add(1, Relaxed);
                 c.bytes_pc.add(bytes, Relaxed);
             }
+        });
+    }
+
+    /// A small sequential read was taken through the page cache with read-ahead (GPU
+    /// read-ahead); `hit` if all its pages were cached when it came.
+    pub(crate) fn ra_request(&self, hit: bool) {
+        self.each(|c| {
+            c.ra_requests.add(1, Relaxed);
+            if hit {
+                c.ra_hits.add(1, Relaxed);
+            }
+        });
+    }
+
+    /// Read-ahead during a GPU page-cache leg brought `pages` pages into the partition.
+    pub(crate) fn ra_pages(&self, pages: u64) {
+        self.each(|c| {
+            c.ra_pages.add(pages, Relaxed);
         });
     }
 
@@ -269,7 +296,13 @@ fn show(devt: u32, attr: u32, f: &mut Formatter<'_>) -> Result {
             let name = mode().name().to_str().map_err(|_| EINVAL)?;
             writeln!(f, "{name}").map_err(fmt_err)
         }
-        bindings::spin_sysfs_attr_SPIN_ATTR_STAT if devt == 0 => GLOBAL.show(f).map_err(fmt_err),
+        bindings::spin_sysfs_attr_SPIN_ATTR_STAT if devt == 0 => GLOBAL
+            .show(f)
+            .and_then(|()| super::readahead::show_stat(f))
+            .map_err(fmt_err),
+        bindings::spin_sysfs_attr_SPIN_ATTR_RA_PARTITION if devt == 0 => {
+            writeln!(f, "{}", super::readahead::limit()).map_err(fmt_err)
+        }
         bindings::spin_sysfs_attr_SPIN_ATTR_STAT => {
             let disks = DISKS.lock();
             match disks.iter().find(|d| d.devt == devt) {
@@ -298,6 +331,9 @@ fn show(devt: u32, attr: u32, f: &mut Formatter<'_>) -> Result {
 
 fn store(devt: u32, attr: u32, input: &[u8]) -> Result {
     if devt == 0 {
+        if attr == bindings::spin_sysfs_attr_SPIN_ATTR_RA_PARTITION {
+            return super::readahead::set_limit(parse_u64(input)?);
+        }
         if attr != bindings::spin_sysfs_attr_SPIN_ATTR_MODE {
             return Err(EINVAL);
         }
@@ -415,8 +451,9 @@ mod tests {
         assert!(text.starts_with("requests 0\n"));
         assert!(text.contains("\nfallback_queue 3\n"));
         assert!(text.contains("\nfallback_no_bdev 0\n"));
-        assert!(text.ends_with("fallback_io_error 0\n"));
+        assert!(text.contains("\nfallback_io_error 0\n"));
+        assert!(text.ends_with("ra_pages_prefetched 0\n"));
         assert!(!text.contains("fallback_none"));
-        assert_eq!(text.lines().count(), 13);
+        assert_eq!(text.lines().count(), 16);
     }
 }

@@ -174,6 +174,7 @@ static pid_t main_pid;
 static const char *const knob_names[] = { "s_cutoff", "c_p2p_ns", "bw_p2p", "bw_pc" };
 static char knob_saved[ARRAY_SIZE(knob_names)][64];
 static char knob_disk[64];
+static char ra_saved[64];	/* /sys/kernel/spin/ra_partition_pages at the start */
 
 static __printf(3, 4) void fail(struct res *r, const char *label, const char *fmt, ...)
 {
@@ -222,6 +223,8 @@ static void restore(void)
 	if (getpid() != main_pid)
 		return;
 	sys_write(SPIN_SYS "/mode", "auto");
+	if (ra_saved[0])
+		sys_write(SPIN_SYS "/ra_partition_pages", ra_saved);
 	for (size_t i = 0; knob_disk[0] && i < ARRAY_SIZE(knob_names); i++) {
 		if (!knob_saved[i][0])
 			continue;
@@ -2174,6 +2177,14 @@ int main(void)
 			snprintf(knob_saved[i], sizeof(knob_saved[i]), "%s", val);
 	atexit(restore);
 	test_knobs();
+	/*
+	 * The rules checked here are the scheduler's: GPU read-ahead, which
+	 * takes small sequential reads through the page cache, is off while
+	 * this test runs (readahead_test covers it).
+	 */
+	if (spin_read_file(SPIN_SYS "/ra_partition_pages", ra_saved, sizeof(ra_saved)) ||
+	    sys_write(SPIN_SYS "/ra_partition_pages", "0"))
+		ksft_exit_fail_msg("cannot turn GPU read-ahead off: %s\n", strerror(errno));
 
 	for (size_t i = 0; i < ARRAY_SIZE(both); i++) {
 		struct fs *fs = both[i];

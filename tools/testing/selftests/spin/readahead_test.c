@@ -1,0 +1,653 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * GPU read-ahead (issue #9, SPIN section 4.3.2): small sequential reads into
+ * GPU memory go through the page cache with read-ahead, and what that
+ * read-ahead brings in stays inside a bounded partition of the page cache.
+ *
+ * On ext4 (spin-nvme0) and xfs (spin-nvme1), in auto mode, every byte checked
+ * from the host side of the GPU memory:
+ *  - one GPU stream of 4 KiB reads over a file ten times the partition: the
+ *    file's resident pages (mincore, sampled during the stream) never exceed
+ *    the partition; every read is a read-ahead request, none goes by P2P; the
+ *    spin_readahead event fires;
+ *  - four concurrent streams on four files: the bound holds for their sum;
+ *  - a page the CPU reads (pread into host memory) and a page a fault of a
+ *    file mapping touches leave the partition and survive its eviction; the
+ *    untouched pages of the same window are evicted;
+ *  - fadvise: RANDOM turns read-ahead off (every read P2P), SEQUENTIAL widens
+ *    the window (a read of the plain window size becomes a read-ahead
+ *    request), DONTNEED drops the partition's pages, WILLNEED's pages serve
+ *    the stream without P2P;
+ *  - pages written (not synced) while in the partition are never lost;
+ *  - a hole punched and a truncate while a stream runs: the GPU gets the
+ *    data, zeros in the hole, and nothing past the new end.
+ * Then the knob /sys/kernel/spin/ra_partition_pages: its default, bad values,
+ * and 0, which turns GPU read-ahead off.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "spin_lib.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+#define PG 4096UL
+#define GPU_LEN (64 * MiB)
+#define SPIN_SYS "/sys/kernel/spin"
+#define LIMIT 512			/* the partition's default, in pages */
+#define STREAMS 4
+
+struct fs {
+	const char *name, *serial, *type, *mkfs, *dir;
+	char dev[64], disk[32], stat[PATH_MAX];
+	uint64_t seed;
+};
+
+static char gpu[PATH_MAX];
+static uint8_t *gmem;		/* GPU memory, GPU_LEN bytes */
+static uint8_t *host;		/* host scratch, 16 MiB */
+static char limit_saved[64];
+static pid_t main_pid;
+
+static int sys_write(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	int ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static int set_limit(long long pages)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%lld", pages);
+	return sys_write(SPIN_SYS "/ra_partition_pages", v);
+}
+
+static void restore(void)
+{
+	if (getpid() == main_pid && limit_saved[0])
+		sys_write(SPIN_SYS "/ra_partition_pages", limit_saved);
+}
+
+/* One counter of a stat file, -1 if it is missing. */
+static long long stat_get(const char *path, const char *name)
+{
+	char buf[4096], *line, *save;
+	size_t len = strlen(name);
+
+	if (spin_read_file(path, buf, sizeof(buf)))
+		return -1;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (!strncmp(line, name, len) && line[len] == ' ')
+			return atoll(line + len + 1);
+	return -1;
+}
+
+/* Resident pages of @fd's first @pages pages, as mincore() sees them. */
+static long resident(int fd, size_t pages, unsigned char *vec)
+{
+	unsigned char local[8192];
+	unsigned char *v = vec ? vec : local;
+	void *map;
+	long n = 0;
+
+	if (!vec && pages > sizeof(local))
+		return -1;
+	map = mmap(NULL, pages * PG, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return -1;
+	if (mincore(map, pages * PG, v))
+		n = -1;
+	for (size_t i = 0; n >= 0 && i < pages; i++)
+		n += v[i] & 1;
+	munmap(map, pages * PG);
+	return n;
+}
+
+/* A pattern file of @pages pages at @path, written back and dropped from the cache. */
+static int make_file(const char *path, size_t pages, uint64_t seed)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+	if (fd < 0)
+		return -1;
+	for (size_t off = 0; off < pages * PG; off += 16 * MiB) {
+		size_t n = pages * PG - off < 16 * MiB ? pages * PG - off : 16 * MiB;
+
+		spin_pattern_fill(host, off, n, seed);
+		if (pwrite(fd, host, n, off) != (ssize_t)n)
+			goto fail;
+	}
+	if (fsync(fd) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED))
+		goto fail;
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+static int make_named(const struct fs *fs, const char *name, size_t pages, uint64_t seed,
+		      char *path)
+{
+	snprintf(path, PATH_MAX, "%s/%s", fs->dir, name);
+	return make_file(path, pages, seed);
+}
+
+/*
+ * Read @len bytes of @fd from 0 in @chunk-byte preads into GPU memory at @goff;
+ * every @every reads, @sample() is called. Returns the bytes read.
+ */
+static long long stream(int fd, size_t goff, size_t len, size_t chunk, int every,
+			void (*sample)(void *), void *arg)
+{
+	long long done = 0;
+	int reads = 0;
+
+	while ((size_t)done < len) {
+		size_t n = len - done < chunk ? len - done : chunk;
+		ssize_t got = pread(fd, gmem + goff + done, n, done);
+
+		if (got <= 0)
+			break;
+		done += got;
+		if (sample && ++reads % every == 0)
+			sample(arg);
+	}
+	return done;
+}
+
+static int gpu_ok(size_t goff, size_t len, uint64_t seed, uint64_t poff, char *why,
+		  size_t whylen)
+{
+	return spin_gpu_check(gpu, gmem + goff, len, seed, poff, why, whylen);
+}
+
+/* ---- one stream, and the bound ----------------------------------------- */
+
+struct bound {
+	int fd[STREAMS];
+	int nr;
+	size_t pages;
+	long max;
+	int bad;
+};
+
+static void sample_bound(void *arg)
+{
+	struct bound *b = arg;
+	long sum = 0;
+
+	for (int i = 0; i < b->nr; i++) {
+		long r = resident(b->fd[i], b->pages, NULL);
+
+		if (r < 0)
+			b->bad = 1;
+		sum += r;
+	}
+	if (sum > b->max)
+		b->max = sum;
+}
+
+static void one_stream(struct fs *fs)
+{
+	size_t pages = 10 * LIMIT, len = pages * PG;
+	struct bound b = { .nr = 1, .pages = pages };
+	long long req0, hit0, p2p0, pf0, req1, hit1, p2p1, pf1, done;
+	char path[PATH_MAX], why[256], trace[8192];
+	long reads = len / PG;
+	int ok;
+
+	b.fd[0] = make_named(fs, "stream", pages, fs->seed, path);
+	if (b.fd[0] < 0)
+		ksft_exit_fail_msg("%s: stream file: %s\n", fs->name, strerror(errno));
+	sys_write("/sys/kernel/tracing/events/spin/spin_readahead/enable", "1");
+	sys_write("/sys/kernel/tracing/trace", "");
+	req0 = stat_get(fs->stat, "ra_requests");
+	hit0 = stat_get(fs->stat, "ra_hits");
+	p2p0 = stat_get(fs->stat, "bytes_p2p");
+	pf0 = stat_get(fs->stat, "ra_pages_prefetched");
+	done = stream(b.fd[0], 0, len, PG, 16, sample_bound, &b);
+	req1 = stat_get(fs->stat, "ra_requests");
+	hit1 = stat_get(fs->stat, "ra_hits");
+	p2p1 = stat_get(fs->stat, "bytes_p2p");
+	pf1 = stat_get(fs->stat, "ra_pages_prefetched");
+	sys_write("/sys/kernel/tracing/events/spin/spin_readahead/enable", "0");
+
+	ksft_test_result(!b.bad && b.max <= LIMIT && b.max > 0,
+			 "%s: one GPU stream over %zu pages: at most %ld resident (partition %d)\n",
+			 fs->name, pages, b.max, LIMIT);
+	ok = done == (long long)len && !gpu_ok(0, len, fs->seed, 0, why, sizeof(why));
+	ksft_test_result(ok, "%s: one GPU stream: %lld of %zu bytes right in GPU memory%s%s\n",
+			 fs->name, done, len, ok ? "" : ": ", ok ? "" : why);
+	ksft_test_result(req1 - req0 == reads && p2p1 == p2p0 && pf1 > pf0 &&
+			 hit1 - hit0 > reads / 2,
+			 "%s: one GPU stream: %lld read-ahead requests of %ld, %lld hits, %lld P2P bytes, %lld pages prefetched\n",
+			 fs->name, req1 - req0, reads, hit1 - hit0, p2p1 - p2p0, pf1 - pf0);
+	trace[0] = '\0';
+	spin_read_file("/sys/kernel/tracing/trace", trace, sizeof(trace));
+	ksft_test_result(strstr(trace, "spin_readahead:") && strstr(trace, "admitted="),
+			 "%s: the spin_readahead event fires during the stream\n", fs->name);
+	close(b.fd[0]);
+	unlink(path);
+}
+
+/* ---- four streams ------------------------------------------------------- */
+
+static void four_streams(struct fs *fs)
+{
+	size_t pages = 4 * LIMIT, len = pages * PG;
+	struct bound b = { .nr = STREAMS, .pages = pages };
+	char path[STREAMS][PATH_MAX], name[16], why[256];
+	long long req0 = stat_get(fs->stat, "ra_requests"), req1;
+	pid_t pid[STREAMS];
+	int fails = 0, live;
+
+	for (int i = 0; i < STREAMS; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		b.fd[i] = make_named(fs, name, pages, fs->seed + 10 + i, path[i]);
+		if (b.fd[i] < 0)
+			ksft_exit_fail_msg("%s: %s: %s\n", fs->name, name, strerror(errno));
+	}
+	for (int i = 0; i < STREAMS; i++) {
+		pid[i] = fork();
+		if (pid[i] == 0) {
+			int fd = open(path[i], O_RDONLY);
+
+			_exit(fd < 0 || stream(fd, i * len, len, PG, 1, NULL, NULL) !=
+				 (long long)len);
+		}
+	}
+	do {
+		int status;
+
+		sample_bound(&b);
+		live = 0;
+		for (int i = 0; i < STREAMS; i++) {
+			if (pid[i] <= 0)
+				continue;
+			if (waitpid(pid[i], &status, WNOHANG) == pid[i]) {
+				fails += !WIFEXITED(status) || WEXITSTATUS(status);
+				pid[i] = 0;
+			} else {
+				live++;
+			}
+		}
+		usleep(2000);
+	} while (live);
+	req1 = stat_get(fs->stat, "ra_requests");
+	ksft_test_result(!fails && !b.bad && b.max <= LIMIT &&
+			 req1 - req0 == (long long)(STREAMS * pages),
+			 "%s: four concurrent GPU streams: at most %ld pages of the four files resident (partition %d), %lld read-ahead requests\n",
+			 fs->name, b.max, LIMIT, req1 - req0);
+	for (int i = 0; i < STREAMS; i++) {
+		if (gpu_ok(i * len, len, fs->seed + 10 + i, 0, why, sizeof(why))) {
+			fails++;
+			ksft_print_msg("%s: stream %d: %s\n", fs->name, i, why);
+		}
+		close(b.fd[i]);
+		unlink(path[i]);
+	}
+	ksft_test_result(!fails, "%s: four concurrent GPU streams: every byte right\n", fs->name);
+}
+
+/* ---- promotion and eviction ------------------------------------------- */
+
+/* A GPU stream over a fresh file of 4 * the limit: evicts all older entries. */
+static int pressure(struct fs *fs, long long limit)
+{
+	char path[PATH_MAX];
+	int fd = make_named(fs, "pressure", 4 * limit, fs->seed + 40, path);
+	long long n;
+
+	if (fd < 0)
+		return -1;
+	n = stream(fd, 32 * MiB, 4 * limit * PG, PG, 1, NULL, NULL);
+	close(fd);
+	unlink(path);
+	return n == 4 * limit * (long long)PG ? 0 : -1;
+}
+
+static void promotion(struct fs *fs)
+{
+	const size_t pages = 256;
+	long long prom0 = stat_get(SPIN_SYS "/stat", "ra_pages_promoted");
+	long long ev0 = stat_get(SPIN_SYS "/stat", "ra_pages_evicted"), prom1, ev1;
+	unsigned char vec[256];
+	size_t win[64], nwin = 0;
+	char path[PATH_MAX];
+	int fd = make_named(fs, "promote", pages, fs->seed + 20, path);
+	int ok_cpu, ok_fault, ok_evict = 1;
+	uint8_t *map;
+
+	if (fd < 0 || set_limit(64))
+		ksft_exit_fail_msg("%s: promotion setup: %s\n", fs->name, strerror(errno));
+	/* One GPU read: its read-ahead window lands in the partition. */
+	if (pread(fd, gmem, PG, 0) != (ssize_t)PG || resident(fd, pages, vec) < 0)
+		ksft_exit_fail_msg("%s: promotion read: %s\n", fs->name, strerror(errno));
+	for (size_t i = 1; i < pages && nwin < 64; i++)
+		if (vec[i] & 1)
+			win[nwin++] = i;
+	if (nwin < 3) {
+		ksft_test_result_fail("%s: a 4 KiB GPU read at 0 read ahead only %zu pages\n",
+				      fs->name, nwin);
+		ksft_test_result_fail("%s: promotion by fault (no window)\n", fs->name);
+		ksft_test_result_fail("%s: eviction (no window)\n", fs->name);
+		goto out;
+	}
+	/* The CPU reads the first page of the window; a fault touches the second. */
+	if (pread(fd, host, PG, win[0] * PG) != (ssize_t)PG)
+		ksft_exit_fail_msg("%s: CPU read: %s\n", fs->name, strerror(errno));
+	map = mmap(NULL, pages * PG, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		ksft_exit_fail_msg("%s: mmap: %s\n", fs->name, strerror(errno));
+	*(volatile uint8_t *)(map + win[1] * PG);
+	munmap(map, pages * PG);
+
+	if (pressure(fs, 64) || resident(fd, pages, vec) < 0)
+		ksft_exit_fail_msg("%s: pressure: %s\n", fs->name, strerror(errno));
+	prom1 = stat_get(SPIN_SYS "/stat", "ra_pages_promoted");
+	ev1 = stat_get(SPIN_SYS "/stat", "ra_pages_evicted");
+	ok_cpu = vec[win[0]] & 1;
+	ok_fault = vec[win[1]] & 1;
+	for (size_t i = 2; i < nwin; i++)
+		if (vec[win[i]] & 1)
+			ok_evict = 0;
+	ksft_test_result(ok_cpu && prom1 - prom0 >= 2,
+			 "%s: a window page read by the CPU survives the partition's eviction (promoted +%lld)\n",
+			 fs->name, prom1 - prom0);
+	ksft_test_result(ok_fault, "%s: a window page touched by a fault survives it\n",
+			 fs->name);
+	ksft_test_result(ok_evict && ev1 - ev0 >= (long long)nwin - 2,
+			 "%s: the %zu untouched window pages are evicted (evicted +%lld)\n",
+			 fs->name, nwin - 2, ev1 - ev0);
+out:
+	set_limit(LIMIT);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- fadvise ------------------------------------------------------------ */
+
+static void advice(struct fs *fs)
+{
+	char path[PATH_MAX], why[256], v[32];
+	const size_t pages = 1024;
+	long long req0, req1, req2, p2p0, p2p1, win;
+	int fd = make_named(fs, "advice", pages, fs->seed + 30, path), fd2, ok;
+
+	snprintf(v, sizeof(v), "/sys/block/%s/queue/read_ahead_kb", fs->disk);
+	win = spin_read_ll(v) * KiB;
+	if (fd < 0 || win < (long long)(2 * PG))
+		ksft_exit_fail_msg("%s: advice setup (read_ahead_kb %lld)\n", fs->name, win);
+
+	/* RANDOM: no read-ahead; every small read goes by P2P. */
+	fd2 = open(path, O_RDONLY);
+	posix_fadvise(fd2, 0, 0, POSIX_FADV_RANDOM);
+	req0 = stat_get(fs->stat, "ra_requests");
+	p2p0 = stat_get(fs->stat, "bytes_p2p");
+	ok = stream(fd2, 0, 64 * PG, PG, 1, NULL, NULL) == (long long)(64 * PG) &&
+	     !gpu_ok(0, 64 * PG, fs->seed + 30, 0, why, sizeof(why));
+	req1 = stat_get(fs->stat, "ra_requests");
+	p2p1 = stat_get(fs->stat, "bytes_p2p");
+	ksft_test_result(ok && req1 == req0 && p2p1 - p2p0 == (long long)(64 * PG),
+			 "%s: POSIX_FADV_RANDOM: no read-ahead request, %lld P2P bytes of %lu\n",
+			 fs->name, p2p1 - p2p0, 64 * PG);
+	close(fd2);
+
+	/* SEQUENTIAL doubles the window: reads of the plain window size qualify. */
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	fd2 = open(path, O_RDONLY);
+	req0 = stat_get(fs->stat, "ra_requests");
+	ok = stream(fd2, 0, 16 * win, win, 1, NULL, NULL) == 16 * win;
+	req1 = stat_get(fs->stat, "ra_requests");
+	close(fd2);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	fd2 = open(path, O_RDONLY);
+	posix_fadvise(fd2, 0, 0, POSIX_FADV_SEQUENTIAL);
+	ok = ok && stream(fd2, 0, 16 * win, win, 1, NULL, NULL) == 16 * win &&
+	     !gpu_ok(0, 16 * win, fs->seed + 30, 0, why, sizeof(why));
+	req2 = stat_get(fs->stat, "ra_requests");
+	close(fd2);
+	ksft_test_result(ok && req1 == req0 && req2 - req1 == 16,
+			 "%s: POSIX_FADV_SEQUENTIAL: %lld-byte reads are read-ahead requests (%lld of 16; %lld without the advice)\n",
+			 fs->name, win, req2 - req1, req1 - req0);
+
+	/* DONTNEED drops what the partition holds. */
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	fd2 = open(path, O_RDONLY);
+	ok = pread(fd2, gmem, PG, 0) == (ssize_t)PG && resident(fd, 256, NULL) > 1;
+	posix_fadvise(fd2, 0, 0, POSIX_FADV_DONTNEED);
+	ksft_test_result(ok && resident(fd, 256, NULL) == 0,
+			 "%s: POSIX_FADV_DONTNEED drops the partition's pages\n", fs->name);
+	close(fd2);
+
+	/*
+	 * WILLNEED's pages are ordinary page cache: on a random fd, whose
+	 * reads would otherwise go by P2P, they serve the reads by copy and
+	 * stay cached.
+	 */
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	fd2 = open(path, O_RDONLY);
+	posix_fadvise(fd2, 0, 0, POSIX_FADV_RANDOM);
+	posix_fadvise(fd2, 0, MiB, POSIX_FADV_WILLNEED);
+	for (int i = 0; i < 1000 && resident(fd, MiB / PG, NULL) < (long)(MiB / PG); i++)
+		usleep(1000);
+	p2p0 = stat_get(fs->stat, "bytes_p2p");
+	ok = stream(fd2, 0, MiB, 16 * KiB, 1, NULL, NULL) == (long long)MiB &&
+	     !gpu_ok(0, MiB, fs->seed + 30, 0, why, sizeof(why));
+	p2p1 = stat_get(fs->stat, "bytes_p2p");
+	ksft_test_result(ok && p2p1 == p2p0 && resident(fd, MiB / PG, NULL) == (long)(MiB / PG),
+			 "%s: POSIX_FADV_WILLNEED: its pages serve GPU reads by copy (%lld P2P bytes) and stay cached\n",
+			 fs->name, p2p1 - p2p0);
+	close(fd2);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- dirty pages -------------------------------------------------------- */
+
+static void dirty(struct fs *fs)
+{
+	const size_t pages = 64;
+	char path[PATH_MAX], why[256];
+	uint8_t *want = malloc(pages * PG);
+	int fd = make_named(fs, "dirty", pages, fs->seed + 50, path), ok;
+
+	if (fd < 0 || !want || set_limit(64))
+		ksft_exit_fail_msg("%s: dirty setup\n", fs->name);
+	spin_pattern_fill(want, 0, pages * PG, fs->seed + 50);
+	/* A GPU read brings the window in; then pages 1 and 2 are written, not synced. */
+	ok = pread(fd, gmem, PG, 0) == (ssize_t)PG;
+	memset(want + PG, 0x5a, 2 * PG);
+	ok = ok && pwrite(fd, want + PG, 2 * PG, PG) == (ssize_t)(2 * PG);
+	ok = ok && !pressure(fs, 64);
+	/* Read back by the GPU and, after a sync and a drop, again. */
+	ok = ok && pread(fd, gmem, pages * PG, 0) == (ssize_t)(pages * PG) &&
+	     !spin_gpu_compare(gpu, gmem, pages * PG, want, why, sizeof(why));
+	ok = ok && !fsync(fd) && !posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) &&
+	     pread(fd, gmem + 4 * MiB, pages * PG, 0) == (ssize_t)(pages * PG) &&
+	     !spin_gpu_compare(gpu, gmem + 4 * MiB, pages * PG, want, why, sizeof(why));
+	ksft_test_result(ok, "%s: pages written while in the partition are not lost%s%s\n",
+			 fs->name, ok ? "" : ": ", ok ? "" : why);
+	set_limit(LIMIT);
+	free(want);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- truncate and hole punch under a stream --------------------------- */
+
+static void punch(struct fs *fs)
+{
+	const size_t pages = 4096, len = pages * PG, cut = 12 * MiB;
+	char path[PATH_MAX], why[256];
+	int fd = make_named(fs, "punch", pages, fs->seed + 60, path);
+	int go[2], back[2], status, ok;
+	uint8_t *want = malloc(len);
+	long long done = 0;
+	pid_t pid;
+
+	if (fd < 0 || !want || pipe(go) || pipe(back))
+		ksft_exit_fail_msg("%s: punch setup\n", fs->name);
+	spin_pattern_fill(want, 0, len, fs->seed + 60);
+	memset(want + 4 * MiB, 0, 2 * MiB);
+	memset(gmem, 0xa5, len);
+	pid = fork();
+	if (pid == 0) {
+		int rfd = open(path, O_RDONLY);
+		char c = 0;
+
+		/* 2 MiB of the stream, then the parent punches and truncates. */
+		done = stream(rfd, 0, 2 * MiB, PG, 1, NULL, NULL);
+		if (write(back[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(2);
+		while (done < (long long)len) {
+			ssize_t n = pread(rfd, gmem + done, PG, done);
+
+			if (n <= 0)
+				break;
+			done += n;
+		}
+		_exit(done == (long long)cut ? 0 : 1);
+	}
+	{
+		char c;
+
+		ok = read(back[0], &c, 1) == 1 &&
+		     !fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4 * MiB, 2 * MiB) &&
+		     !ftruncate(fd, cut) && write(go[1], &c, 1) == 1;
+	}
+	ok = waitpid(pid, &status, 0) == pid && ok && WIFEXITED(status) &&
+	     !WEXITSTATUS(status) && !spin_gpu_compare(gpu, gmem, cut, want, why, sizeof(why));
+	ksft_test_result(ok, "%s: hole punch and truncate under a GPU stream: data, zeros in the hole, nothing past the end%s%s\n",
+			 fs->name, ok ? "" : ": ", ok ? "" : why);
+	close(go[0]);
+	close(go[1]);
+	close(back[0]);
+	close(back[1]);
+	free(want);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- the knob ---------------------------------------------------------- */
+
+static void knob(struct fs *fs)
+{
+	static const char *const bad[] = { "\n", "abc", "-1", "262145", "1 2",
+					   "18446744073709551616" };
+	char path[PATH_MAX], v[64];
+	long long req0, req1, p2p0, p2p1;
+	int fd, rejected = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		rejected += sys_write(SPIN_SYS "/ra_partition_pages", bad[i]) == -EINVAL;
+	v[0] = '\0';
+	spin_read_file(SPIN_SYS "/ra_partition_pages", v, sizeof(v));
+	ksft_test_result(rejected == (int)ARRAY_SIZE(bad) && atoll(v) == LIMIT,
+			 "ra_partition_pages: %d of %zu bad values refused with EINVAL, value kept (%s)\n",
+			 rejected, ARRAY_SIZE(bad), v);
+
+	fd = make_named(fs, "knob", 64, fs->seed + 70, path);
+	if (fd < 0 || set_limit(0))
+		ksft_exit_fail_msg("knob setup: %s\n", strerror(errno));
+	req0 = stat_get(fs->stat, "ra_requests");
+	p2p0 = stat_get(fs->stat, "bytes_p2p");
+	stream(fd, 0, 64 * PG, PG, 1, NULL, NULL);
+	req1 = stat_get(fs->stat, "ra_requests");
+	p2p1 = stat_get(fs->stat, "bytes_p2p");
+	set_limit(LIMIT);
+	ksft_test_result(req1 == req0 && p2p1 - p2p0 == (long long)(64 * PG) &&
+			 stat_get(SPIN_SYS "/stat", "ra_partition_limit") == LIMIT,
+			 "ra_partition_pages 0 turns GPU read-ahead off: %lld P2P bytes of %lu, limit back to %d\n",
+			 p2p1 - p2p0, 64 * PG, LIMIT);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- setup -------------------------------------------------------------- */
+
+static void fs_setup(struct fs *fs)
+{
+	char cmd[256], *slash;
+
+	if (spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)))
+		ksft_exit_fail_msg("no block device with serial %s\n", fs->serial);
+	slash = strrchr(fs->dev, '/');
+	snprintf(fs->disk, sizeof(fs->disk), "%s", slash + 1);
+	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
+	mkdir(fs->dir, 0755);
+	if (system(cmd) || mount(fs->dev, fs->dir, fs->type, 0, NULL))
+		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->dev, strerror(errno));
+}
+
+int main(void)
+{
+	struct fs all[] = {
+		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
+		  .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/ra-ext4", .seed = 91 },
+		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
+		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/ra-xfs", .seed = 92 },
+	};
+	int heap, buf;
+
+	main_pid = getpid();
+	ksft_print_header();
+	ksft_set_plan(ARRAY_SIZE(all) * 15 + 2);
+	if (sysconf(_SC_PAGESIZE) != (long)PG)
+		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
+				   sysconf(_SC_PAGESIZE), PG);
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		ksft_exit_fail_msg("stand-in GPU not found\n");
+	heap = spin_heap_open(gpu);
+	buf = heap < 0 ? -1 : spin_heap_alloc(heap, GPU_LEN, O_RDWR | O_CLOEXEC, 0);
+	gmem = buf < 0 ? MAP_FAILED :
+		mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	host = spin_alloc_aligned(16 * MiB);
+	if (gmem == MAP_FAILED || !host)
+		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
+	if (spin_read_file(SPIN_SYS "/ra_partition_pages", limit_saved, sizeof(limit_saved)) ||
+	    sys_write(SPIN_SYS "/mode", "auto") || set_limit(LIMIT))
+		ksft_exit_fail_msg("spin knobs: %s\n", strerror(errno));
+	atexit(restore);
+
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		struct fs *fs = &all[i];
+
+		fs_setup(fs);
+		ksft_print_msg("%s on %s (%s)\n", fs->type, fs->dev, fs->serial);
+		one_stream(fs);
+		four_streams(fs);
+		promotion(fs);
+		advice(fs);
+		dirty(fs);
+		punch(fs);
+		if (i == 0)
+			knob(fs);
+		if (umount(fs->dir))
+			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
+	}
+	munmap(gmem, GPU_LEN);
+	close(buf);
+	close(heap);
+	ksft_finished();
+}
