@@ -151,8 +151,8 @@ void spin_file_stream(struct file *file, struct spin_stream *stream)
 {
 	stream->prev_pos = READ_ONCE(file->f_ra.prev_pos);
 	stream->ra_pages = READ_ONCE(file->f_ra.ra_pages);
-	stream->random = file->f_mode & FMODE_RANDOM;
-	stream->dontcache = file->f_op->fop_flags & FOP_DONTCACHE;
+	stream->random = !!(file->f_mode & FMODE_RANDOM);
+	stream->dontcache = !!(file->f_op->fop_flags & FOP_DONTCACHE);
 }
 
 /**
