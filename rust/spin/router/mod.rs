@@ -36,7 +36,7 @@ use crate::sched::{
     plan::{self, Leg},
     Path, RunsBuilder, Segment, Slot,
 };
-use glue::{Fallback, FileInfo, Request};
+use glue::{Fallback, FileInfo, RaWindow, Request};
 use kernel::{bindings, mm::MmWithUser, page::PAGE_SIZE, pci, prelude::*, sync::aref::ARef};
 use state::{Account, Mode};
 
@@ -188,53 +188,38 @@ impl Ctx<'_, '_> {
     }
 
     /// Reads a leg through the page cache; with [`Ctx::ra`], uncached, admitting what
-    /// read-ahead brought in meanwhile into the GPU read-ahead partition.
-    fn copy(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
-        let n = if self.ra {
+    /// read-ahead brought in meanwhile into the GPU read-ahead partition. Returns the bytes read
+    /// and the window read ahead, if any.
+    fn copy_ra(&mut self, pos: i64, addr: usize, len: usize) -> Result<(usize, Option<RaWindow>)> {
+        let (n, win) = if self.ra {
             let (r, win) = self.req.sub_read_ra(pos, addr, len);
-            if let Some(win) = win {
-                let pages = readahead::admit(self.req, &self.info, &win);
+            if let Some(win) = &win {
+                let pages = readahead::admit(self.req, &self.info, win);
                 self.account.ra_pages(pages);
             }
-            r?
+            (r?, win)
         } else {
-            self.req.sub_read(pos, addr, len, false)?
+            (self.req.sub_read(pos, addr, len, false)?, None)
         };
         self.done(pos, n, false);
-        Ok(n)
+        Ok((n, win))
+    }
+
+    /// Reads a leg through the page cache (see [`Ctx::copy_ra`]).
+    fn copy(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        self.copy_ra(pos, addr, len).map(|(n, _)| n)
     }
 
     /// Serves a small sequential read through the page cache with read-ahead (SPIN's
-    /// P-readahead), counting whether its pages were all cached already.
+    /// P-readahead). It was a miss if read-ahead started at its first page (a sequential miss
+    /// always starts a synchronous read-ahead there; a hit at most moves the window beyond
+    /// it), which costs no residency lookup.
     fn prefetch(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
-        let page = PAGE_SIZE as u64;
-        let first = pos as u64 / page;
-        let pages = (pos as u64 + len as u64).div_ceil(page) - first;
-        let mut bits = [0usize; 2];
-        let hit = match u32::try_from(pages) {
-            Ok(n) if n as usize <= bits.len() * usize::BITS as usize => {
-                self.req.residency(first, n, &mut bits) == Ok(u64::from(n))
-            }
-            _ => false,
-        };
-        self.account.ra_request(hit);
-        self.copy(pos, addr, len)
-    }
-
-    /// Accounts for a finished P2P leg; one that failed is counted and redone through the page
-    /// cache.
-    fn p2p_done(&mut self, r: Result<usize>, pos: i64, addr: usize, len: usize) -> Result<usize> {
-        match r {
-            Ok(n) => {
-                self.done(pos, n, true);
-                Ok(n)
-            }
-            Err(e) if e == EINTR || e == ERESTARTSYS => Err(e),
-            Err(_) => {
-                self.account.io_error();
-                self.copy(pos, addr, len)
-            }
-        }
+        let first = pos as u64 / PAGE_SIZE as u64;
+        let r = self.copy_ra(pos, addr, len);
+        let miss = matches!(&r, Ok((_, Some(win))) if win.start <= first);
+        self.account.ra_request(!miss);
+        r.map(|(n, _)| n)
     }
 }
 

@@ -151,7 +151,7 @@ impl Account {
     }
 
     /// A small sequential read was taken through the page cache with read-ahead (GPU
-    /// read-ahead); `hit` if all its pages were cached when it came.
+    /// read-ahead); `hit` if its first page was cached when it came.
     pub(crate) fn ra_request(&self, hit: bool) {
         self.each(|c| {
             c.ra_requests.add(1, Relaxed);
