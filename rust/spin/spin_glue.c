@@ -8,10 +8,10 @@
 
 #include <linux/blkdev.h>
 #include <linux/completion.h>
+#include <linux/folio_batch.h>
 #include <linux/fs.h>
 #include <linux/kobject.h>
 #include <linux/pagemap.h>
-#include <linux/pagevec.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
 #include <linux/spin.h>

@@ -268,7 +268,7 @@ impl Request<'_> {
             nr: 0,
         }; 16];
         let max = max.min(raw.len() as u32);
-        let mut at = *index as bindings::pgoff_t;
+        let mut at = *index as usize;
         // SAFETY: The file is valid (type invariant); `raw` has room for `max` entries.
         let n = unsafe {
             bindings::spin_ra_collect(self.file(), &mut at, end as _, raw.as_mut_ptr(), max)
@@ -376,7 +376,7 @@ pub(crate) fn evict_dropbehind(pfn: usize, mapping: usize, index: u64) -> Evict 
         bindings::filemap_evict_dropbehind(
             pfn as c_ulong,
             mapping as *const bindings::address_space,
-            index as bindings::pgoff_t,
+            index as usize,
         )
     };
     match r {
@@ -394,7 +394,7 @@ pub(crate) fn trace_readahead(info: &FileInfo, win: &RaWindow, admitted: u32, ev
         bindings::spin_trace_readahead(
             info.devt,
             info.ino,
-            win.start as bindings::pgoff_t,
+            win.start as usize,
             win.nr as c_ulong,
             admitted,
             evicted,

@@ -210,6 +210,22 @@ impl Ctx<'_, '_> {
         self.copy_ra(pos, addr, len).map(|(n, _)| n)
     }
 
+    /// Accounts for a finished P2P leg; one that failed is counted and redone through the page
+    /// cache.
+    fn p2p_done(&mut self, r: Result<usize>, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        match r {
+            Ok(n) => {
+                self.done(pos, n, true);
+                Ok(n)
+            }
+            Err(e) if e == EINTR || e == ERESTARTSYS => Err(e),
+            Err(_) => {
+                self.account.io_error();
+                self.copy(pos, addr, len)
+            }
+        }
+    }
+
     /// Serves a small sequential read through the page cache with read-ahead (SPIN's
     /// P-readahead). It was a miss if read-ahead started at its first page (a sequential miss
     /// always starts a synchronous read-ahead there; a hit at most moves the window beyond
