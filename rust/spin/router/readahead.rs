@@ -132,9 +132,12 @@ pub(crate) fn set_limit(pages: u64) -> Result {
         slots: old_slots,
     } = &mut *part;
     while let Some(e) = old.pop(old_slots) {
-        books.push(&mut slots, e, |v| {
+        if !books.push(&mut slots, e, |v| {
             evict(v);
-        });
+        }) {
+            // Larger than the new limit.
+            evict(e);
+        }
     }
     *part = Part { books, slots };
     LIMIT.store(pages, Relaxed);
@@ -165,6 +168,9 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
             };
             if books.push(slots, e, |old| evicted += evict(old)) {
                 admitted += f.pages;
+            } else {
+                // A folio larger than the whole partition is not kept.
+                evicted += evict(e);
             }
         }
         drop(part);

@@ -59,6 +59,7 @@ static uint8_t *gmem;		/* GPU memory, GPU_LEN bytes */
 static uint8_t *host;		/* host scratch, 16 MiB */
 static char limit_saved[64];
 static pid_t main_pid;
+static const char *mounted[2];	/* unmounted at exit, whatever happens */
 
 static int sys_write(const char *path, const char *val)
 {
@@ -83,8 +84,23 @@ static int set_limit(long long pages)
 
 static void restore(void)
 {
-	if (getpid() == main_pid && limit_saved[0])
+	if (getpid() != main_pid)
+		return;
+	if (limit_saved[0])
 		sys_write(SPIN_SYS "/ra_partition_pages", limit_saved);
+	for (size_t i = 0; i < ARRAY_SIZE(mounted); i++)
+		if (mounted[i] && umount(mounted[i]))
+			ksft_print_msg("umount %s: %s\n", mounted[i], strerror(errno));
+}
+
+/* tracefs, mounted if it is not yet. */
+static int trace_on(const char *val)
+{
+	const char *ev = "/sys/kernel/tracing/events/spin/spin_readahead/enable";
+
+	if (access(ev, F_OK))
+		mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
+	return sys_write(ev, val);
 }
 
 /* One counter of a stat file, -1 if it is missing. */
@@ -218,8 +234,8 @@ static void one_stream(struct fs *fs)
 	b.fd[0] = make_named(fs, "stream", pages, fs->seed, path);
 	if (b.fd[0] < 0)
 		ksft_exit_fail_msg("%s: stream file: %s\n", fs->name, strerror(errno));
-	sys_write("/sys/kernel/tracing/events/spin/spin_readahead/enable", "1");
-	sys_write("/sys/kernel/tracing/trace", "");
+	if (trace_on("1") || sys_write("/sys/kernel/tracing/trace", ""))
+		ksft_print_msg("%s: tracefs: %s\n", fs->name, strerror(errno));
 	req0 = stat_get(fs->stat, "ra_requests");
 	hit0 = stat_get(fs->stat, "ra_hits");
 	p2p0 = stat_get(fs->stat, "bytes_p2p");
@@ -229,7 +245,7 @@ static void one_stream(struct fs *fs)
 	hit1 = stat_get(fs->stat, "ra_hits");
 	p2p1 = stat_get(fs->stat, "bytes_p2p");
 	pf1 = stat_get(fs->stat, "ra_pages_prefetched");
-	sys_write("/sys/kernel/tracing/events/spin/spin_readahead/enable", "0");
+	trace_on("0");
 
 	ksft_test_result(!b.bad && b.max <= LIMIT && b.max > 0,
 			 "%s: one GPU stream over %zu pages: at most %ld resident (partition %d)\n",
@@ -388,7 +404,7 @@ out:
 
 static void advice(struct fs *fs)
 {
-	char path[PATH_MAX], why[256], v[32];
+	char path[PATH_MAX], why[256], v[PATH_MAX];
 	const size_t pages = 1024;
 	long long req0, req1, req2, p2p0, p2p1, win;
 	int fd = make_named(fs, "advice", pages, fs->seed + 30, path), fd2, ok;
@@ -585,7 +601,7 @@ static void knob(struct fs *fs)
 
 /* ---- setup -------------------------------------------------------------- */
 
-static void fs_setup(struct fs *fs)
+static void fs_setup(struct fs *fs, int slot)
 {
 	char cmd[256], *slash;
 
@@ -598,6 +614,7 @@ static void fs_setup(struct fs *fs)
 	mkdir(fs->dir, 0755);
 	if (system(cmd) || mount(fs->dev, fs->dir, fs->type, 0, NULL))
 		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->dev, strerror(errno));
+	mounted[slot] = fs->dir;
 }
 
 int main(void)
@@ -633,7 +650,7 @@ int main(void)
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
 		struct fs *fs = &all[i];
 
-		fs_setup(fs);
+		fs_setup(fs, i);
 		ksft_print_msg("%s on %s (%s)\n", fs->type, fs->dev, fs->serial);
 		one_stream(fs);
 		four_streams(fs);
@@ -643,6 +660,7 @@ int main(void)
 		punch(fs);
 		if (i == 0)
 			knob(fs);
+		mounted[i] = NULL;
 		if (umount(fs->dir))
 			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
 	}

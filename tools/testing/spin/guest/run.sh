@@ -46,9 +46,13 @@ dirs=/spin/tests
 for dir in $dirs; do
 	emit "@@ expect $(ls "$dir" | tr '\n' ' ')"
 done
+# spintest.only=NAME[,NAME...] on the command line runs only those (debugging: the others
+# are then reported missing).
+only=$(sed -n 's/.*spintest\.only=\([a-z_,]*\).*/\1/p' /proc/cmdline)
 for dir in $dirs; do
 	for t in "$dir"/*; do
 		name=$(basename "$t")
+		case ",$only," in ,,|*",$name,"*) ;; *) continue ;; esac
 		emit "@@ tap $name"
 		echo "spin-test: $name" > /dev/kmsg
 		(cd /tmp && "$t") >&3 2>/dev/console
