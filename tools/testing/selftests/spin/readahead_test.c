@@ -458,19 +458,20 @@ static void advice(struct fs *fs)
 	/*
 	 * WILLNEED's pages are ordinary page cache: on a random fd, whose
 	 * reads would otherwise go by P2P, they serve the reads by copy and
-	 * stay cached.
+	 * stay cached. The range is one window: WILLNEED reads at most
+	 * max(io_pages, ra_pages) pages (force_page_cache_ra()).
 	 */
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	fd2 = open(path, O_RDONLY);
 	posix_fadvise(fd2, 0, 0, POSIX_FADV_RANDOM);
-	posix_fadvise(fd2, 0, MiB, POSIX_FADV_WILLNEED);
-	for (int i = 0; i < 1000 && resident(fd, MiB / PG, NULL) < (long)(MiB / PG); i++)
+	posix_fadvise(fd2, 0, win, POSIX_FADV_WILLNEED);
+	for (int i = 0; i < 1000 && resident(fd, win / PG, NULL) < win / (long)PG; i++)
 		usleep(1000);
 	p2p0 = stat_get(fs->stat, "bytes_p2p");
-	ok = stream(fd2, 0, MiB, 16 * KiB, 1, NULL, NULL) == (long long)MiB &&
-	     !gpu_ok(0, MiB, fs->seed + 30, 0, why, sizeof(why));
+	ok = stream(fd2, 0, win, 16 * KiB, 1, NULL, NULL) == win &&
+	     !gpu_ok(0, win, fs->seed + 30, 0, why, sizeof(why));
 	p2p1 = stat_get(fs->stat, "bytes_p2p");
-	ksft_test_result(ok && p2p1 == p2p0 && resident(fd, MiB / PG, NULL) == (long)(MiB / PG),
+	ksft_test_result(ok && p2p1 == p2p0 && resident(fd, win / PG, NULL) == win / (long)PG,
 			 "%s: POSIX_FADV_WILLNEED: its pages serve GPU reads by copy (%lld P2P bytes) and stay cached\n",
 			 fs->name, p2p1 - p2p0);
 	close(fd2);
