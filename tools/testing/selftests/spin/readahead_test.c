@@ -341,7 +341,7 @@ static int pressure(struct fs *fs, long long limit)
 	return n == 4 * limit * (long long)PG ? 0 : -1;
 }
 
-static void promotion(struct fs *fs)
+static void test_promotion(struct fs *fs)
 {
 	const size_t pages = 256;
 	long long prom0 = stat_get(SPIN_SYS "/stat", "ra_pages_promoted");
@@ -351,7 +351,7 @@ static void promotion(struct fs *fs)
 	char path[PATH_MAX];
 	int fd = make_named(fs, "promote", pages, fs->seed + 20, path);
 	int ok_cpu, ok_fault, ok_evict = 1;
-	uint8_t *map;
+	uint8_t *map, touched;
 
 	if (fd < 0 || set_limit(64))
 		ksft_exit_fail_msg("%s: promotion setup: %s\n", fs->name, strerror(errno));
@@ -374,7 +374,7 @@ static void promotion(struct fs *fs)
 	map = mmap(NULL, pages * PG, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		ksft_exit_fail_msg("%s: mmap: %s\n", fs->name, strerror(errno));
-	*(volatile uint8_t *)(map + win[1] * PG);
+	touched = __atomic_load_n(map + win[1] * PG, __ATOMIC_RELAXED);
 	munmap(map, pages * PG);
 
 	if (pressure(fs, 64) || resident(fd, pages, vec) < 0)
@@ -389,8 +389,8 @@ static void promotion(struct fs *fs)
 	ksft_test_result(ok_cpu && prom1 - prom0 >= 2,
 			 "%s: a window page read by the CPU survives the partition's eviction (promoted +%lld)\n",
 			 fs->name, prom1 - prom0);
-	ksft_test_result(ok_fault, "%s: a window page touched by a fault survives it\n",
-			 fs->name);
+	ksft_test_result(ok_fault, "%s: a window page touched by a fault (byte 0x%02x) survives it\n",
+			 fs->name, touched);
 	ksft_test_result(ok_evict && ev1 - ev0 >= (long long)nwin - 2,
 			 "%s: the %zu untouched window pages are evicted (evicted +%lld)\n",
 			 fs->name, nwin - 2, ev1 - ev0);
@@ -402,7 +402,7 @@ out:
 
 /* ---- fadvise ------------------------------------------------------------ */
 
-static void advice(struct fs *fs)
+static void test_advice(struct fs *fs)
 {
 	char path[PATH_MAX], why[256], v[PATH_MAX];
 	const size_t pages = 1024;
@@ -481,7 +481,7 @@ static void advice(struct fs *fs)
 
 /* ---- dirty pages -------------------------------------------------------- */
 
-static void dirty(struct fs *fs)
+static void test_dirty(struct fs *fs)
 {
 	const size_t pages = 64;
 	char path[PATH_MAX], why[256];
@@ -512,7 +512,7 @@ static void dirty(struct fs *fs)
 
 /* ---- truncate and hole punch under a stream --------------------------- */
 
-static void punch(struct fs *fs)
+static void test_punch(struct fs *fs)
 {
 	const size_t pages = 4096, len = pages * PG, cut = 12 * MiB;
 	char path[PATH_MAX], why[256];
@@ -567,7 +567,7 @@ static void punch(struct fs *fs)
 
 /* ---- the knob ---------------------------------------------------------- */
 
-static void knob(struct fs *fs)
+static void test_knob(struct fs *fs)
 {
 	static const char *const bad[] = { "\n", "abc", "-1", "262145", "1 2",
 					   "18446744073709551616" };
@@ -655,12 +655,12 @@ int main(void)
 		ksft_print_msg("%s on %s (%s)\n", fs->type, fs->dev, fs->serial);
 		one_stream(fs);
 		four_streams(fs);
-		promotion(fs);
-		advice(fs);
-		dirty(fs);
-		punch(fs);
+		test_promotion(fs);
+		test_advice(fs);
+		test_dirty(fs);
+		test_punch(fs);
 		if (i == 0)
-			knob(fs);
+			test_knob(fs);
 		mounted[i] = NULL;
 		if (umount(fs->dir))
 			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
