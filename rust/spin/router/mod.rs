@@ -258,14 +258,24 @@ fn route_gpu(
     if mode == Mode::PageCache {
         reason = Fallback::Mode;
     }
-    if reason == Fallback::None {
+    // GPU read-ahead is decided first: a small sequential read goes through the page cache
+    // whatever the P2P path, so it does not pay for the path and alignment checks.
+    let (ra, prefetch) = if reason == Fallback::None && mode == Mode::Auto && readahead::enabled() {
+        let (stream, dontcache) = req.stream();
+        let page = PAGE_SIZE as u32;
+        let small_seq = sched::readahead::prefetch(&stream, pos as u64, len as u64, page);
+        (dontcache, dontcache && small_seq)
+    } else {
+        (false, false)
+    };
+    if reason == Fallback::None && !prefetch {
         if let Some(client) = &info.client {
             if !state::p2p_path(info.devt, pdev, client) {
                 reason = Fallback::Distance;
             }
         }
     }
-    if reason == Fallback::None {
+    if reason == Fallback::None && !prefetch {
         // The P2P legs start at aligned file offsets; their GPU addresses move in lockstep.
         let first = (pos as u64).next_multiple_of(u64::from(info.offset_align));
         let gpu = (addr as u64).wrapping_add(first - pos as u64);
@@ -275,22 +285,20 @@ fn route_gpu(
         }
     }
     account.request(reason);
-    let (stream, dontcache) = req.stream();
-    let ra = reason == Fallback::None && mode == Mode::Auto && dontcache && readahead::enabled();
     let mut ctx = Ctx {
         req,
         params,
         mode,
         info,
         account,
-        ra,
+        ra: ra && reason == Fallback::None,
         bytes_pc: 0,
         bytes_p2p: 0,
         segs: 0,
     };
     let result = if reason != Fallback::None {
         ctx.copy(pos, addr, len)
-    } else if ra && sched::readahead::prefetch(&stream, pos as u64, len as u64, PAGE_SIZE as u32) {
+    } else if prefetch {
         ctx.prefetch(pos, addr, len)
     } else {
         route_chunks(&mut ctx, pos, addr, len)
