@@ -61,25 +61,12 @@ static char limit_saved[64];
 static pid_t main_pid;
 static const char *mounted[2];	/* unmounted at exit, whatever happens */
 
-static int sys_write(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY);
-	int ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 static int set_limit(long long pages)
 {
 	char v[32];
 
 	snprintf(v, sizeof(v), "%lld", pages);
-	return sys_write(SPIN_SYS "/ra_partition_pages", v);
+	return spin_write_file(SPIN_SYS "/ra_partition_pages", v);
 }
 
 static void restore(void)
@@ -87,7 +74,7 @@ static void restore(void)
 	if (getpid() != main_pid)
 		return;
 	if (limit_saved[0])
-		sys_write(SPIN_SYS "/ra_partition_pages", limit_saved);
+		spin_write_file(SPIN_SYS "/ra_partition_pages", limit_saved);
 	for (size_t i = 0; i < ARRAY_SIZE(mounted); i++)
 		if (mounted[i] && umount(mounted[i]))
 			ksft_print_msg("umount %s: %s\n", mounted[i], strerror(errno));
@@ -100,21 +87,7 @@ static int trace_on(const char *val)
 
 	if (access(ev, F_OK))
 		mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
-	return sys_write(ev, val);
-}
-
-/* One counter of a stat file, -1 if it is missing. */
-static long long stat_get(const char *path, const char *name)
-{
-	char buf[4096], *line, *save;
-	size_t len = strlen(name);
-
-	if (spin_read_file(path, buf, sizeof(buf)))
-		return -1;
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		if (!strncmp(line, name, len) && line[len] == ' ')
-			return atoll(line + len + 1);
-	return -1;
+	return spin_write_file(ev, val);
 }
 
 /* Resident pages of @fd's first @pages pages, as mincore() sees them. */
@@ -234,17 +207,17 @@ static void one_stream(struct fs *fs)
 	b.fd[0] = make_named(fs, "stream", pages, fs->seed, path);
 	if (b.fd[0] < 0)
 		ksft_exit_fail_msg("%s: stream file: %s\n", fs->name, strerror(errno));
-	if (trace_on("1") || sys_write("/sys/kernel/tracing/trace", ""))
+	if (trace_on("1") || spin_write_file("/sys/kernel/tracing/trace", ""))
 		ksft_print_msg("%s: tracefs: %s\n", fs->name, strerror(errno));
-	req0 = stat_get(fs->stat, "ra_requests");
-	hit0 = stat_get(fs->stat, "ra_hits");
-	p2p0 = stat_get(fs->stat, "bytes_p2p");
-	pf0 = stat_get(fs->stat, "ra_pages_prefetched");
+	req0 = spin_stat_get(fs->stat, "ra_requests");
+	hit0 = spin_stat_get(fs->stat, "ra_hits");
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
+	pf0 = spin_stat_get(fs->stat, "ra_pages_prefetched");
 	done = stream(b.fd[0], 0, len, PG, 16, sample_bound, &b);
-	req1 = stat_get(fs->stat, "ra_requests");
-	hit1 = stat_get(fs->stat, "ra_hits");
-	p2p1 = stat_get(fs->stat, "bytes_p2p");
-	pf1 = stat_get(fs->stat, "ra_pages_prefetched");
+	req1 = spin_stat_get(fs->stat, "ra_requests");
+	hit1 = spin_stat_get(fs->stat, "ra_hits");
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
+	pf1 = spin_stat_get(fs->stat, "ra_pages_prefetched");
 	trace_on("0");
 
 	ksft_test_result(!b.bad && b.max <= LIMIT && b.max > 0,
@@ -272,7 +245,7 @@ static void four_streams(struct fs *fs)
 	size_t pages = 4 * LIMIT, len = pages * PG;
 	struct bound b = { .nr = STREAMS, .pages = pages };
 	char path[STREAMS][PATH_MAX], name[16], why[256];
-	long long req0 = stat_get(fs->stat, "ra_requests"), req1;
+	long long req0 = spin_stat_get(fs->stat, "ra_requests"), req1;
 	pid_t pid[STREAMS];
 	int fails = 0, live;
 
@@ -308,7 +281,7 @@ static void four_streams(struct fs *fs)
 		}
 		usleep(2000);
 	} while (live);
-	req1 = stat_get(fs->stat, "ra_requests");
+	req1 = spin_stat_get(fs->stat, "ra_requests");
 	ksft_test_result(!fails && !b.bad && b.max <= LIMIT &&
 			 req1 - req0 == (long long)(STREAMS * pages),
 			 "%s: four concurrent GPU streams: at most %ld pages of the four files resident (partition %d), %lld read-ahead requests\n",
@@ -344,8 +317,8 @@ static int pressure(struct fs *fs, long long limit)
 static void test_promotion(struct fs *fs)
 {
 	const size_t pages = 256;
-	long long prom0 = stat_get(SPIN_SYS "/stat", "ra_pages_promoted");
-	long long ev0 = stat_get(SPIN_SYS "/stat", "ra_pages_evicted"), prom1, ev1;
+	long long prom0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_promoted");
+	long long ev0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted"), prom1, ev1;
 	unsigned char vec[256];
 	size_t win[64], nwin = 0;
 	char path[PATH_MAX];
@@ -379,8 +352,8 @@ static void test_promotion(struct fs *fs)
 
 	if (pressure(fs, 64) || resident(fd, pages, vec) < 0)
 		ksft_exit_fail_msg("%s: pressure: %s\n", fs->name, strerror(errno));
-	prom1 = stat_get(SPIN_SYS "/stat", "ra_pages_promoted");
-	ev1 = stat_get(SPIN_SYS "/stat", "ra_pages_evicted");
+	prom1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_promoted");
+	ev1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted");
 	ok_cpu = vec[win[0]] & 1;
 	ok_fault = vec[win[1]] & 1;
 	for (size_t i = 2; i < nwin; i++)
@@ -417,12 +390,12 @@ static void test_advice(struct fs *fs)
 	/* RANDOM: no read-ahead; every small read goes by P2P. */
 	fd2 = open(path, O_RDONLY);
 	posix_fadvise(fd2, 0, 0, POSIX_FADV_RANDOM);
-	req0 = stat_get(fs->stat, "ra_requests");
-	p2p0 = stat_get(fs->stat, "bytes_p2p");
+	req0 = spin_stat_get(fs->stat, "ra_requests");
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
 	ok = stream(fd2, 0, 64 * PG, PG, 1, NULL, NULL) == (long long)(64 * PG) &&
 	     !gpu_ok(0, 64 * PG, fs->seed + 30, 0, why, sizeof(why));
-	req1 = stat_get(fs->stat, "ra_requests");
-	p2p1 = stat_get(fs->stat, "bytes_p2p");
+	req1 = spin_stat_get(fs->stat, "ra_requests");
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	ksft_test_result(ok && req1 == req0 && p2p1 - p2p0 == (long long)(64 * PG),
 			 "%s: POSIX_FADV_RANDOM: no read-ahead request, %lld P2P bytes of %lu\n",
 			 fs->name, p2p1 - p2p0, 64 * PG);
@@ -431,16 +404,16 @@ static void test_advice(struct fs *fs)
 	/* SEQUENTIAL doubles the window: reads of the plain window size qualify. */
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	fd2 = open(path, O_RDONLY);
-	req0 = stat_get(fs->stat, "ra_requests");
+	req0 = spin_stat_get(fs->stat, "ra_requests");
 	ok = stream(fd2, 0, 16 * win, win, 1, NULL, NULL) == 16 * win;
-	req1 = stat_get(fs->stat, "ra_requests");
+	req1 = spin_stat_get(fs->stat, "ra_requests");
 	close(fd2);
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	fd2 = open(path, O_RDONLY);
 	posix_fadvise(fd2, 0, 0, POSIX_FADV_SEQUENTIAL);
 	ok = ok && stream(fd2, 0, 16 * win, win, 1, NULL, NULL) == 16 * win &&
 	     !gpu_ok(0, 16 * win, fs->seed + 30, 0, why, sizeof(why));
-	req2 = stat_get(fs->stat, "ra_requests");
+	req2 = spin_stat_get(fs->stat, "ra_requests");
 	close(fd2);
 	ksft_test_result(ok && req1 == req0 && req2 - req1 == 16,
 			 "%s: POSIX_FADV_SEQUENTIAL: %lld-byte reads are read-ahead requests (%lld of 16; %lld without the advice)\n",
@@ -467,10 +440,10 @@ static void test_advice(struct fs *fs)
 	posix_fadvise(fd2, 0, win, POSIX_FADV_WILLNEED);
 	for (int i = 0; i < 1000 && resident(fd, win / PG, NULL) < win / (long)PG; i++)
 		usleep(1000);
-	p2p0 = stat_get(fs->stat, "bytes_p2p");
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
 	ok = stream(fd2, 0, win, 16 * KiB, 1, NULL, NULL) == win &&
 	     !gpu_ok(0, win, fs->seed + 30, 0, why, sizeof(why));
-	p2p1 = stat_get(fs->stat, "bytes_p2p");
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	ksft_test_result(ok && p2p1 == p2p0 && resident(fd, win / PG, NULL) == win / (long)PG,
 			 "%s: POSIX_FADV_WILLNEED: its pages serve GPU reads by copy (%lld P2P bytes) and stay cached\n",
 			 fs->name, p2p1 - p2p0);
@@ -576,7 +549,7 @@ static void test_knob(struct fs *fs)
 	int fd, rejected = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		rejected += sys_write(SPIN_SYS "/ra_partition_pages", bad[i]) == -EINVAL;
+		rejected += spin_write_file(SPIN_SYS "/ra_partition_pages", bad[i]) == -EINVAL;
 	v[0] = '\0';
 	spin_read_file(SPIN_SYS "/ra_partition_pages", v, sizeof(v));
 	ksft_test_result(rejected == (int)ARRAY_SIZE(bad) && atoll(v) == LIMIT,
@@ -586,14 +559,14 @@ static void test_knob(struct fs *fs)
 	fd = make_named(fs, "knob", 64, fs->seed + 70, path);
 	if (fd < 0 || set_limit(0))
 		ksft_exit_fail_msg("knob setup: %s\n", strerror(errno));
-	req0 = stat_get(fs->stat, "ra_requests");
-	p2p0 = stat_get(fs->stat, "bytes_p2p");
+	req0 = spin_stat_get(fs->stat, "ra_requests");
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
 	stream(fd, 0, 64 * PG, PG, 1, NULL, NULL);
-	req1 = stat_get(fs->stat, "ra_requests");
-	p2p1 = stat_get(fs->stat, "bytes_p2p");
+	req1 = spin_stat_get(fs->stat, "ra_requests");
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	set_limit(LIMIT);
 	ksft_test_result(req1 == req0 && p2p1 - p2p0 == (long long)(64 * PG) &&
-			 stat_get(SPIN_SYS "/stat", "ra_partition_limit") == LIMIT,
+			 spin_stat_get(SPIN_SYS "/stat", "ra_partition_limit") == LIMIT,
 			 "ra_partition_pages 0 turns GPU read-ahead off: %lld P2P bytes of %lu, limit back to %d\n",
 			 p2p1 - p2p0, 64 * PG, LIMIT);
 	close(fd);
@@ -644,7 +617,7 @@ int main(void)
 	if (gmem == MAP_FAILED || !host)
 		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
 	if (spin_read_file(SPIN_SYS "/ra_partition_pages", limit_saved, sizeof(limit_saved)) ||
-	    sys_write(SPIN_SYS "/mode", "auto") || set_limit(LIMIT))
+	    spin_write_file(SPIN_SYS "/mode", "auto") || set_limit(LIMIT))
 		ksft_exit_fail_msg("spin knobs: %s\n", strerror(errno));
 	atexit(restore);
 

@@ -37,6 +37,34 @@ int spin_read_file(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+/* Write @val to the sysfs or debugfs file @path: 0 or a negative errno. */
+int spin_write_file(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	int ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* The counter @name of a spin stat file ("name value" lines), -1 if it is missing. */
+long long spin_stat_get(const char *path, const char *name)
+{
+	char buf[4096], *line, *save;
+	size_t len = strlen(name);
+
+	if (spin_read_file(path, buf, sizeof(buf)))
+		return -1;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (!strncmp(line, name, len) && line[len] == ' ')
+			return atoll(line + len + 1);
+	return -1;
+}
+
 long long spin_read_ll(const char *path)
 {
 	char buf[64];

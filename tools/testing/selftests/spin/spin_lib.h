@@ -21,6 +21,8 @@
 
 int spin_read_file(const char *path, char *buf, size_t len);
 long long spin_read_ll(const char *path);
+int spin_write_file(const char *path, const char *val);
+long long spin_stat_get(const char *path, const char *name);
 
 int spin_nvme_ctrl(const char *serial, char *ctrl, size_t len);
 int spin_nvme_blockdev(const char *serial, char *dev, size_t len);

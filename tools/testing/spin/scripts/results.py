@@ -21,8 +21,14 @@ import re
 
 RESULT = re.compile(r"^(\s*)(not ok|ok) (\d+)\s*(?:- )?([^#]*?)\s*(?:#\s*(.*))?$")
 PLAN = re.compile(r"^(\s*)1\.\.(\d+)")
+# What the kernel says when something is wrong, the debug kernel's checkers included: lockdep
+# ("WARNING: possible circular locking", "DEBUG_LOCKS_WARN_ON"), sleeping in atomic context
+# ("BUG: sleeping function"), KASAN and KFENCE ("BUG: KASAN", "BUG: KFENCE"), UBSAN, DEBUG_LIST
+# and DEBUG_OBJECTS ("list_add corruption", "ODEBUG:"), kmemleak, a Rust panic, a hung task.
 KERNEL_BAD = re.compile(r"(Kernel panic|BUG:|WARNING:|Oops|general protection fault|"
-                        r"Call Trace:|UBSAN:|KASAN:|rcu_.*stall)")
+                        r"Call Trace:|UBSAN:|KASAN:|KFENCE:|rcu_.*stall|DEBUG_LOCKS_WARN_ON|"
+                        r"ODEBUG:|list_(add|del) corruption|kmemleak:.*leak|"
+                        r"unreferenced object|panicked at|blocked for more than)")
 SUITES = os.path.join(os.path.dirname(__file__), "..", "kunit-suites")
 
 

@@ -40,9 +40,27 @@ run_core() {
 	count "$p" "$f"
 }
 
+# The tests run on the debug kernel (issue #13): the spin fragment plus debug.config (lockdep,
+# KASAN, KFENCE, UBSAN, DEBUG_VM/LIST/OBJECTS, Rust debug assertions, fault injection), built in
+# its own object directory. The demo and the benches use the production kernel in $BUILD/obj.
+debug_kernel() {
+	local cfg=$repo/tools/testing/spin/config
+	export KOBJ=${SPIN_TEST_KOBJ:-$BUILD/obj-debug}
+	mkdir -p "$KOBJ"
+	if [ "${SPIN_APPLY:-}" = committed ]; then
+		git -C "$repo" show HEAD:tools/testing/spin/config/spin.config \
+			HEAD:tools/testing/spin/config/debug.config > "$KOBJ/test.config"
+	else
+		cat "$cfg/spin.config" "$cfg/debug.config" > "$KOBJ/test.config"
+	fi
+	export FRAGMENT=$KOBJ/test.config
+	log "vm: the debug kernel ($KOBJ, spin.config + debug.config)"
+}
+
 run_vm() { # MODE
 	local mode=$1 summary=$BUILD/vm/$1/summary.json
 	rm -f "$summary"
+	debug_kernel
 	# Build and boot under one lock: nobody may replace the kernel in between.
 	if ! "$here/with-lock.sh" bash -c '"$0/build.sh" initramfs && { /usr/bin/python3 "$0/vm.py" --mode "$1" --summary "$2"; true; }' "$here" "$mode" "$summary"; then
 		failures+=("vm: kernel or initramfs build failed")

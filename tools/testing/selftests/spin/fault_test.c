@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * I/O errors under routed reads (issue #13): fail_make_request fails a share
+ * of the bios of the NVMe disk while buffered reads into GPU memory run in
+ * auto and p2p mode, on ext4 (spin-nvme0) and xfs (spin-nvme1), mounted
+ * noatime so that only data reads meet the faults.
+ *
+ * Every read must return all its bytes, right, or a short count whose bytes
+ * are right, or fail with EIO; a P2P leg that fails is redone through the page
+ * cache (counted in fallback_io_error), so faults must show up there; once the
+ * faults stop, the whole file reads back right; the GPU provider's pool
+ * returns to its starting size when the buffer is freed (no page stays
+ * pinned). The debug kernel's log check catches oopses and KASAN/lockdep
+ * reports on the error paths.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "spin_lib.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+#define PG 4096UL
+#define FILE_LEN (16 * MiB)
+#define GPU_LEN (16 * MiB)
+#define READS 150
+#define FAIL_DIR "/sys/kernel/debug/fail_make_request"
+
+struct fs {
+	const char *name, *serial, *type, *mkfs, *dir;
+	char dev[64], disk[32], stat[PATH_MAX], fail[PATH_MAX];
+	uint64_t seed;
+};
+
+static char gpu[PATH_MAX];
+static uint8_t *host;
+static const char *mounted;
+static char fail_disk[PATH_MAX];
+static pid_t main_pid;
+
+static int sys_write(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	int ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static long long stat_get(const char *path, const char *name)
+{
+	char buf[4096], *line, *save;
+	size_t len = strlen(name);
+
+	if (spin_read_file(path, buf, sizeof(buf)))
+		return -1;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (!strncmp(line, name, len) && line[len] == ' ')
+			return atoll(line + len + 1);
+	return -1;
+}
+
+static long long p2pmem_available(void)
+{
+	char path[PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/p2pmem/available", gpu);
+	return spin_read_ll(path);
+}
+
+/* Faults on (a share of 1 in @every bios of the disk fails) or off (@every 0). */
+static int faults(int every)
+{
+	char v[16];
+
+	if (!every)
+		return sys_write(fail_disk, "0") | sys_write(FAIL_DIR "/probability", "0");
+	snprintf(v, sizeof(v), "%d", 100 / every);
+	return sys_write(FAIL_DIR "/verbose", "0") | sys_write(FAIL_DIR "/interval", "1") |
+	       sys_write(FAIL_DIR "/times", "-1") | sys_write(FAIL_DIR "/space", "0") |
+	       sys_write(FAIL_DIR "/probability", v) | sys_write(fail_disk, "1");
+}
+
+static void cleanup(void)
+{
+	if (getpid() != main_pid)
+		return;
+	if (fail_disk[0])
+		faults(0);
+	sys_write("/sys/kernel/spin/mode", "auto");
+	if (mounted && umount(mounted))
+		ksft_print_msg("umount %s: %s\n", mounted, strerror(errno));
+}
+
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;
+
+static unsigned long long rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static void fs_setup(struct fs *fs)
+{
+	char cmd[256], *slash;
+	int fd;
+
+	if (spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)))
+		ksft_exit_fail_msg("no block device with serial %s\n", fs->serial);
+	slash = strrchr(fs->dev, '/');
+	snprintf(fs->disk, sizeof(fs->disk), "%s", slash + 1);
+	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
+	snprintf(fail_disk, sizeof(fail_disk), "/sys/block/%s/make-it-fail", fs->disk);
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
+	mkdir(fs->dir, 0755);
+	if (system(cmd) || mount(fs->dev, fs->dir, fs->type, MS_NOATIME, NULL))
+		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->dev, strerror(errno));
+	mounted = fs->dir;
+	snprintf(cmd, sizeof(cmd), "%s/data", fs->dir);
+	fd = open(cmd, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	spin_pattern_fill(host, 0, FILE_LEN, fs->seed);
+	if (fd < 0 || pwrite(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN || fsync(fd))
+		ksft_exit_fail_msg("%s: data file: %s\n", fs->name, strerror(errno));
+	close(fd);
+}
+
+/* Reads under faults in @mode; returns the number of reads that broke the rules. */
+static int faulty_reads(struct fs *fs, uint8_t *gmem, const char *mode, int *eio, int *shorts)
+{
+	char path[PATH_MAX], why[256];
+	int bad = 0, fd;
+
+	snprintf(path, sizeof(path), "%s/data", fs->dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || sys_write("/sys/kernel/spin/mode", mode))
+		ksft_exit_fail_msg("%s: %s\n", path, strerror(errno));
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	faults(5);
+	for (int i = 0; i < READS; i++) {
+		/* Small sequential runs, and large reads at random places. */
+		size_t len = i % 3 ? 4 * KiB << (rng() % 3) : (rng() % 2048 + 1) * PG - rng() % 512;
+		off_t pos = i % 3 ? (off_t)((i / 3) % 256) * 64 * KiB : (off_t)(rng() % 2048) * PG;
+		ssize_t n;
+
+		if (pos + len > FILE_LEN)
+			len = FILE_LEN - pos;
+		n = pread(fd, gmem, len, pos);
+		if (n < 0 && errno == EIO) {
+			(*eio)++;
+		} else if (n < 0 || n > (ssize_t)len) {
+			ksft_print_msg("%s %s: read %zu at %lld: %zd (%s)\n", fs->name, mode, len,
+				       (long long)pos, n, strerror(errno));
+			bad++;
+		} else {
+			*shorts += n < (ssize_t)len;
+			if (n && spin_gpu_check(gpu, gmem, n, fs->seed, pos, why, sizeof(why))) {
+				ksft_print_msg("%s %s: read %zu at %lld: %zd bytes, wrong: %s\n",
+					       fs->name, mode, len, (long long)pos, n, why);
+				bad++;
+			}
+		}
+		if (i % 16 == 15)
+			posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	}
+	faults(0);
+	close(fd);
+	return bad;
+}
+
+static void run(struct fs *fs, uint8_t *gmem)
+{
+	static const char *const modes[] = { "auto", "p2p" };
+	long long ioerr0 = stat_get(fs->stat, "fallback_io_error"), ioerr1;
+	char path[PATH_MAX], why[256];
+	int fd, ok;
+
+	for (size_t m = 0; m < ARRAY_SIZE(modes); m++) {
+		int eio = 0, shorts = 0;
+		int bad = faulty_reads(fs, gmem, modes[m], &eio, &shorts);
+
+		ksft_test_result(!bad && eio > 0,
+				 "%s, %s mode, 1 in 5 bios failing: %d reads all right or EIO (%d EIO, %d short, %d wrong)\n",
+				 fs->name, modes[m], READS, eio, shorts, bad);
+	}
+	ioerr1 = stat_get(fs->stat, "fallback_io_error");
+	ksft_test_result(ioerr1 > ioerr0,
+			 "%s: failed P2P legs counted and redone through the page cache (fallback_io_error +%lld)\n",
+			 fs->name, ioerr1 - ioerr0);
+
+	/* Faults off: everything reads back right, through P2P again. */
+	snprintf(path, sizeof(path), "%s/data", fs->dir);
+	fd = open(path, O_RDONLY);
+	sys_write("/sys/kernel/spin/mode", "auto");
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	ok = fd >= 0 && pread(fd, gmem, FILE_LEN, 0) == (ssize_t)FILE_LEN &&
+	     !spin_gpu_check(gpu, gmem, FILE_LEN, fs->seed, 0, why, sizeof(why));
+	ksft_test_result(ok, "%s: faults off: the whole file reads back right%s%s\n", fs->name,
+			 ok ? "" : ": ", ok ? "" : why);
+	close(fd);
+}
+
+int main(void)
+{
+	struct fs all[] = {
+		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
+		  .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/fault-ext4", .seed = 71 },
+		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
+		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/fault-xfs", .seed = 72 },
+	};
+	long long avail0, avail1;
+	int heap, buf;
+	uint8_t *gmem;
+
+	main_pid = getpid();
+	ksft_print_header();
+	ksft_set_plan(ARRAY_SIZE(all) * 4 + 1);
+	if (access(FAIL_DIR, F_OK))
+		ksft_exit_fail_msg("%s is missing: a kernel without FAIL_MAKE_REQUEST\n", FAIL_DIR);
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		ksft_exit_fail_msg("stand-in GPU not found\n");
+	host = spin_alloc_aligned(FILE_LEN);
+	avail0 = p2pmem_available();
+	heap = spin_heap_open(gpu);
+	buf = heap < 0 ? -1 : spin_heap_alloc(heap, GPU_LEN, O_RDWR | O_CLOEXEC, 0);
+	gmem = buf < 0 ? MAP_FAILED :
+		mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	if (gmem == MAP_FAILED || !host || avail0 < 0)
+		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
+	atexit(cleanup);
+
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		fs_setup(&all[i]);
+		run(&all[i], gmem);
+		faults(0);
+		mounted = NULL;
+		if (umount(all[i].dir))
+			ksft_print_msg("umount %s: %s\n", all[i].dir, strerror(errno));
+	}
+	munmap(gmem, GPU_LEN);
+	close(buf);
+	close(heap);
+	avail1 = p2pmem_available();
+	ksft_test_result(avail1 == avail0,
+			 "the GPU provider's pool is back to its size once the buffer is freed (%lld of %lld bytes)\n",
+			 avail1, avail0);
+	ksft_finished();
+}
