@@ -212,10 +212,7 @@ int main(void)
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	host = spin_alloc_aligned(FILE_LEN);
 	avail0 = p2pmem_available();
-	heap = spin_heap_open(gpu);
-	buf = heap < 0 ? -1 : spin_heap_alloc(heap, GPU_LEN, O_RDWR | O_CLOEXEC, 0);
-	gmem = buf < 0 ? MAP_FAILED :
-		mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	if (gmem == MAP_FAILED || !host || avail0 < 0)
 		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
 	atexit(cleanup);

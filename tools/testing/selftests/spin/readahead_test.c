@@ -609,10 +609,7 @@ int main(void)
 				   sysconf(_SC_PAGESIZE), PG);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
-	heap = spin_heap_open(gpu);
-	buf = heap < 0 ? -1 : spin_heap_alloc(heap, GPU_LEN, O_RDWR | O_CLOEXEC, 0);
-	gmem = buf < 0 ? MAP_FAILED :
-		mmap(NULL, GPU_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	host = spin_alloc_aligned(16 * MiB);
 	if (gmem == MAP_FAILED || !host)
 		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));

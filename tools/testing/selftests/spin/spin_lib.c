@@ -552,3 +552,23 @@ int spin_heap_alloc(int heap, size_t len, unsigned int fd_flags, unsigned long l
 		return -errno;
 	return data.fd;
 }
+
+/*
+ * @len bytes of GPU memory from the heap of the provider @pcidir, mapped shared
+ * and read-write: the mapping, or MAP_FAILED with errno set. *@heap and *@buf
+ * get the heap's and the buffer's descriptors (-1 if there is none).
+ */
+void *spin_gpu_buffer(const char *pcidir, size_t len, int *heap, int *buf)
+{
+	*buf = -1;
+	*heap = spin_heap_open(pcidir);
+	if (*heap < 0)
+		return MAP_FAILED;
+	*buf = spin_heap_alloc(*heap, len, O_RDWR | O_CLOEXEC, 0);
+	if (*buf < 0) {
+		errno = -*buf;
+		*buf = -1;
+		return MAP_FAILED;
+	}
+	return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *buf, 0);
+}

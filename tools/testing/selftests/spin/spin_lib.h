@@ -44,6 +44,7 @@ int spin_gpu_compare(const char *pcidir, const void *addr, size_t len, const voi
 
 int spin_heap_open(const char *pcidir);
 int spin_heap_alloc(int heap, size_t len, unsigned int fd_flags, unsigned long long heap_flags);
+void *spin_gpu_buffer(const char *pcidir, size_t len, int *heap, int *buf);
 
 void spin_pattern_fill(void *buf, uint64_t off, size_t len, uint64_t seed);
 ssize_t spin_pattern_check(const void *buf, uint64_t off, size_t len, uint64_t seed);
