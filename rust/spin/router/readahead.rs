@@ -117,6 +117,18 @@ fn evict(e: Entry) -> u64 {
     dropped
 }
 
+/// Puts `e` into the partition as its newest entry, evicting the oldest ones to make room; an
+/// entry larger than the whole limit is evicted itself. Returns the pages admitted and the
+/// pages dropped from the page cache.
+fn put(books: &mut Partition, slots: &mut [Entry], e: Entry) -> (u64, u64) {
+    let mut dropped = 0;
+    if books.push(slots, e, |old| dropped += evict(old)) {
+        (e.pages, dropped)
+    } else {
+        (0, dropped + evict(e))
+    }
+}
+
 /// Resizes the partition to `pages` (0 turns GPU read-ahead off), evicting its oldest entries
 /// beyond the new limit.
 pub(crate) fn set_limit(pages: u64) -> Result {
@@ -132,12 +144,7 @@ pub(crate) fn set_limit(pages: u64) -> Result {
         slots: old_slots,
     } = &mut *part;
     while let Some(e) = old.pop(old_slots) {
-        if !books.push(&mut slots, e, |v| {
-            evict(v);
-        }) {
-            // Larger than the new limit.
-            evict(e);
-        }
+        put(&mut books, &mut slots, e);
     }
     *part = Part { books, slots };
     LIMIT.store(pages, Relaxed);
@@ -166,12 +173,9 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
                 index: f.index,
                 pages: f.pages,
             };
-            if books.push(slots, e, |old| evicted += evict(old)) {
-                admitted += f.pages;
-            } else {
-                // A folio larger than the whole partition is not kept.
-                evicted += evict(e);
-            }
+            let (kept, dropped) = put(books, slots, e);
+            admitted += kept;
+            evicted += dropped;
         }
         drop(part);
         if n < folios.len() {
