@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * spin: file reads into GPU memory, routed between the page cache and P2P DMA.
+ * spin: file reads into and writes from GPU memory, routed between the page
+ * cache and P2P DMA.
  *
- * The VFS read entry points call spin_read_iter() instead of ->read_iter().
+ * The VFS read and write entry points call spin_read_iter() and
+ * spin_write_iter() instead of ->read_iter() and ->write_iter().
  * While no spin GPU buffer exists the static key is off and the call costs
  * one patched-out jump; otherwise the router (rust/spin/router) looks at the
- * destination and either splits the read or calls ->read_iter() unchanged.
- * See Documentation/spin/router.rst.
+ * user memory and either splits the request or passes it on unchanged.
+ * See Documentation/spin/router.rst and Documentation/spin/writer.rst.
  */
 #ifndef _LINUX_SPIN_H
 #define _LINUX_SPIN_H
@@ -21,6 +23,7 @@ struct pci_dev;
 DECLARE_STATIC_KEY_FALSE(spin_route_key);
 
 ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter);
+ssize_t spin_route_write_iter(struct kiocb *iocb, struct iov_iter *iter);
 
 /**
  * spin_read_iter - call ->read_iter(), through the spin router if needed
@@ -38,16 +41,37 @@ static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 	return iocb->ki_filp->f_op->read_iter(iocb, iter);
 }
 
+/**
+ * spin_write_iter - call ->write_iter(), through the spin router if needed
+ * @iocb: the write's control block
+ * @iter: the source
+ *
+ * Context: as for ->write_iter(); called by the VFS write entry points
+ * (write(2), pwrite(2), writev(2), pwritev(2), pwritev2(2)) only, inside
+ * file_start_write().
+ * Return: as ->write_iter().
+ */
+static inline ssize_t spin_write_iter(struct kiocb *iocb, struct iov_iter *iter)
+{
+	if (static_branch_unlikely(&spin_route_key))
+		return spin_route_write_iter(iocb, iter);
+	return iocb->ki_filp->f_op->write_iter(iocb, iter);
+}
+
 /* Thin helpers of rust/spin/spin_glue.c for the Rust side. */
 void spin_route_key_get(void);
 void spin_route_key_put(void);
 bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter);
+bool spin_iocb_append(const struct kiocb *iocb);
 bool spin_iter_segment(const struct iov_iter *iter, unsigned long idx,
 		       size_t before, unsigned long *addr, size_t *len);
 void spin_iter_advance(struct iov_iter *iter, size_t bytes);
 ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 		      size_t len, bool direct);
+ssize_t spin_sub_write(struct kiocb *orig, loff_t pos, unsigned long addr,
+		       size_t len, bool direct, loff_t *end);
 loff_t spin_file_size(struct file *file);
+loff_t spin_write_limit(struct file *file);
 
 struct spin_aio_batch;
 struct spin_aio_batch *spin_aio_batch_alloc(unsigned int n);
@@ -131,6 +155,9 @@ void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
 		      u64 bytes_p2p, u32 segs);
 void spin_trace_segment(dev_t devt, u64 ino, loff_t pos, size_t len,
 			bool p2p);
+void spin_trace_route_write(dev_t devt, u64 ino, loff_t pos, size_t len,
+			    const char *mode, const char *reason,
+			    u64 bytes_pc, u64 bytes_p2p, u32 segs);
 
 /* Implemented in Rust: the sysfs files of spin. */
 ssize_t spin_rust_sysfs_show(dev_t devt, unsigned int attr, char *buf);
@@ -160,11 +187,17 @@ enum spin_fallback {
 	SPIN_FALLBACK_QUEUE,
 	SPIN_FALLBACK_DISTANCE,
 	SPIN_FALLBACK_MISALIGNED,
+	SPIN_FALLBACK_APPEND,
 };
 #else
 static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
 	return iocb->ki_filp->f_op->read_iter(iocb, iter);
+}
+
+static inline ssize_t spin_write_iter(struct kiocb *iocb, struct iov_iter *iter)
+{
+	return iocb->ki_filp->f_op->write_iter(iocb, iter);
 }
 #endif /* CONFIG_SPIN */
 

@@ -14,6 +14,8 @@
 #include <linux/pagemap.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
+#include <linux/resource.h>
+#include <linux/sched/signal.h>
 #include <linux/spin.h>
 #include <linux/stat.h>
 #include <linux/slab.h>
@@ -42,13 +44,13 @@ void spin_route_key_put(void)
 }
 
 /**
- * spin_routable - could the router split this read at all?
- * @iocb: the read's control block
- * @iter: its destination
+ * spin_routable - could the router split this request at all?
+ * @iocb: the read's or write's control block
+ * @iter: its destination or source
  *
- * Only buffered reads of regular files into user memory are routed; direct
- * I/O keeps upstream semantics exactly, and non-blocking reads must not wait
- * for the router's I/O.
+ * Only buffered reads and writes of regular files from or into user memory
+ * are routed; direct I/O keeps upstream semantics exactly, and non-blocking
+ * requests must not wait for the router's I/O.
  *
  * Return: %true if the destination should be looked at.
  */
@@ -57,6 +59,17 @@ bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 	return user_backed_iter(iter) && iov_iter_count(iter) &&
 	       !(iocb->ki_flags & (IOCB_DIRECT | IOCB_NOWAIT)) &&
 	       S_ISREG(file_inode(iocb->ki_filp)->i_mode);
+}
+
+/**
+ * spin_iocb_append - does this write go to the end of the file?
+ * @iocb: the write's control block
+ *
+ * Return: whether IOCB_APPEND is set (O_APPEND or RWF_APPEND).
+ */
+bool spin_iocb_append(const struct kiocb *iocb)
+{
+	return iocb->ki_flags & IOCB_APPEND;
 }
 
 /**
@@ -137,6 +150,63 @@ ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 		kiocb.ki_flags &= ~IOCB_DIRECT;
 	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
 	return file->f_op->read_iter(&kiocb, &iter);
+}
+
+/**
+ * spin_sub_write - write one leg of a routed request with a fresh ->write_iter()
+ * @orig: the request being routed (its file, flags and priority are used;
+ *        with IOCB_APPEND the filesystem puts the leg at the end of the file)
+ * @pos: file offset of the leg
+ * @addr: user address of the leg's source
+ * @len: length of the leg
+ * @direct: whether to write it as direct I/O (P2P) or through the page cache
+ * @end: filled in: the file offset after the leg, if it wrote anything
+ *
+ * Called inside the caller's file_start_write(), with no filesystem lock
+ * held. A direct leg writes back and invalidates the page cache over its
+ * range before and after the device reads the source, as every direct write.
+ *
+ * Return: bytes written or a negative errno, as ->write_iter().
+ */
+ssize_t spin_sub_write(struct kiocb *orig, loff_t pos, unsigned long addr,
+		       size_t len, bool direct, loff_t *end)
+{
+	struct file *file = orig->ki_filp;
+	struct iov_iter iter;
+	struct kiocb kiocb;
+	ssize_t ret;
+
+	kiocb_clone(&kiocb, orig, file);
+	kiocb.ki_pos = pos;
+	if (direct)
+		kiocb.ki_flags |= IOCB_DIRECT;
+	else
+		kiocb.ki_flags &= ~IOCB_DIRECT;
+	iov_iter_ubuf(&iter, ITER_SOURCE, (void __user *)addr, len);
+	ret = file->f_op->write_iter(&kiocb, &iter);
+	*end = kiocb.ki_pos;
+	return ret;
+}
+
+/**
+ * spin_write_limit - the largest file size a write may reach
+ * @file: a regular file open for writing
+ *
+ * The smaller of RLIMIT_FSIZE and the filesystem's s_maxbytes. The router
+ * clips a write to it before splitting, so that a direct leg is never cut
+ * to an unaligned length by generic_write_checks(); the leg that starts at
+ * or past it gets the filesystem's own -EFBIG and SIGXFSZ.
+ *
+ * Return: the limit in bytes.
+ */
+loff_t spin_write_limit(struct file *file)
+{
+	unsigned long limit = rlimit(RLIMIT_FSIZE);
+	loff_t max = file_inode(file)->i_sb->s_maxbytes;
+
+	if (limit != RLIM_INFINITY && limit < max)
+		return limit;
+	return max;
 }
 
 /**
@@ -426,6 +496,14 @@ void spin_trace_segment(dev_t devt, u64 ino, loff_t pos, size_t len,
 			bool p2p)
 {
 	trace_spin_route_segment(devt, ino, pos, len, p2p);
+}
+
+void spin_trace_route_write(dev_t devt, u64 ino, loff_t pos, size_t len,
+			    const char *mode, const char *reason,
+			    u64 bytes_pc, u64 bytes_p2p, u32 segs)
+{
+	trace_spin_route_write(devt, ino, pos, len, mode, reason, bytes_pc,
+			       bytes_p2p, segs);
 }
 
 void spin_trace_readahead(dev_t devt, u64 ino, pgoff_t start,

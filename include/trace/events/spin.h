@@ -7,19 +7,16 @@
 
 #include <linux/tracepoint.h>
 
-/**
- * spin_route - a read into GPU memory was routed
- * @devt: whole disk of the file (0 if none)
- * @ino: inode number
- * @pos: file offset of the routed range
- * @len: bytes asked for, clipped to the end of the file
- * @mode: /sys/kernel/spin/mode at the time
- * @reason: "none" if scheduled, else why everything went through the page cache
- * @bytes_pc: bytes copied from the page cache
- * @bytes_p2p: bytes read by P2P DMA
- * @segs: number of segments executed
+/*
+ * spin_route_class - a routed request: @devt whole disk of the file (0 if
+ * none), @ino inode number, @pos file offset of the routed range, @len bytes
+ * asked for (clipped to the end of the file for reads, to the file size limit
+ * for writes), @mode /sys/kernel/spin/mode at the time, @reason "none" if
+ * split, else why everything went through the page cache, @bytes_pc bytes
+ * copied through the page cache, @bytes_p2p bytes moved by P2P DMA, @segs
+ * number of segments executed.
  */
-TRACE_EVENT(spin_route,
+DECLARE_EVENT_CLASS(spin_route_class,
 	TP_PROTO(dev_t devt, u64 ino, loff_t pos, size_t len, const char *mode,
 		 const char *reason, u64 bytes_pc, u64 bytes_p2p, u32 segs),
 	TP_ARGS(devt, ino, pos, len, mode, reason, bytes_pc, bytes_p2p, segs),
@@ -50,6 +47,25 @@ TRACE_EVENT(spin_route,
 		  __entry->pos, __entry->len, __get_str(mode),
 		  __get_str(reason), __entry->bytes_pc, __entry->bytes_p2p,
 		  __entry->segs)
+);
+
+/**
+ * spin_route - a read into GPU memory was routed (see spin_route_class)
+ */
+DEFINE_EVENT(spin_route_class, spin_route,
+	TP_PROTO(dev_t devt, u64 ino, loff_t pos, size_t len, const char *mode,
+		 const char *reason, u64 bytes_pc, u64 bytes_p2p, u32 segs),
+	TP_ARGS(devt, ino, pos, len, mode, reason, bytes_pc, bytes_p2p, segs)
+);
+
+/**
+ * spin_route_write - a write from GPU memory was routed (see
+ * spin_route_class); its P2P bytes went as direct writes
+ */
+DEFINE_EVENT(spin_route_class, spin_route_write,
+	TP_PROTO(dev_t devt, u64 ino, loff_t pos, size_t len, const char *mode,
+		 const char *reason, u64 bytes_pc, u64 bytes_p2p, u32 segs),
+	TP_ARGS(devt, ino, pos, len, mode, reason, bytes_pc, bytes_p2p, segs)
 );
 
 /**

@@ -52,11 +52,13 @@ pub(crate) enum Fallback {
     Distance = bindings::spin_fallback_SPIN_FALLBACK_DISTANCE,
     /// The GPU address and the file offset differ modulo the DMA alignment.
     Misaligned = bindings::spin_fallback_SPIN_FALLBACK_MISALIGNED,
+    /// A write to the end of the file that cannot go as one aligned direct write.
+    Append = bindings::spin_fallback_SPIN_FALLBACK_APPEND,
 }
 
 impl Fallback {
     /// Every reason, in counter order.
-    pub(crate) const ALL: [Fallback; 8] = [
+    pub(crate) const ALL: [Fallback; 9] = [
         Fallback::None,
         Fallback::Mode,
         Fallback::NoBdev,
@@ -65,6 +67,7 @@ impl Fallback {
         Fallback::Queue,
         Fallback::Distance,
         Fallback::Misaligned,
+        Fallback::Append,
     ];
 
     /// The name in the tracepoint and, prefixed with `fallback_`, in the `stat` files.
@@ -78,6 +81,7 @@ impl Fallback {
             Fallback::Queue => c"queue",
             Fallback::Distance => c"distance",
             Fallback::Misaligned => c"misaligned",
+            Fallback::Append => c"append",
         }
     }
 
@@ -103,36 +107,94 @@ pub(crate) struct FileInfo {
     pub(crate) client: Option<ARef<pci::Device>>,
 }
 
-/// A read being routed: the `kiocb` and destination the VFS passed to `spin_route_read_iter()`.
+/// A read or write being routed: the `kiocb` and user memory the VFS passed to
+/// `spin_route_read_iter()` or `spin_route_write_iter()`.
 ///
 /// # Invariants
 ///
 /// `iocb` and `iter` are valid for the lifetime `'a`, `iocb->ki_filp` is a file open for
-/// reading with `->read_iter`, and this is the only user of both during `'a`.
+/// reading with `->read_iter` (or, if `write`, for writing with `->write_iter`, inside
+/// `file_start_write()`), and this is the only user of both during `'a`.
 pub(crate) struct Request<'a> {
     iocb: NonNull<bindings::kiocb>,
     iter: NonNull<bindings::iov_iter>,
+    write: bool,
     _p: PhantomData<&'a mut ()>,
 }
 
 use core::marker::PhantomData;
 
 impl Request<'_> {
-    /// Wraps the arguments of `spin_route_read_iter()`.
+    /// Wraps the arguments of `spin_route_read_iter()` or, with `write`,
+    /// `spin_route_write_iter()`.
     ///
     /// # Safety
     ///
-    /// `iocb` and `iter` must be the valid arguments of a `->read_iter()` call the caller is
-    /// making on behalf of the VFS, and stay valid and unused elsewhere for the returned lifetime.
+    /// `iocb` and `iter` must be the valid arguments of a `->read_iter()` call (with `write`,
+    /// a `->write_iter()` call inside `file_start_write()`) the caller is making on behalf of
+    /// the VFS, and stay valid and unused elsewhere for the returned lifetime.
     pub(crate) unsafe fn from_raw<'a>(
         iocb: *mut bindings::kiocb,
         iter: *mut bindings::iov_iter,
+        write: bool,
     ) -> Option<Request<'a>> {
         Some(Request {
             iocb: NonNull::new(iocb)?,
             iter: NonNull::new(iter)?,
+            write,
             _p: PhantomData,
         })
+    }
+
+    /// Whether this is a write (from user memory to the file).
+    pub(crate) fn is_write(&self) -> bool {
+        self.write
+    }
+
+    /// Whether the write goes to the end of the file (`O_APPEND`, `RWF_APPEND`).
+    pub(crate) fn append(&self) -> bool {
+        // SAFETY: `iocb` is valid (type invariant).
+        self.write && unsafe { bindings::spin_iocb_append(self.iocb.as_ptr()) }
+    }
+
+    /// The largest size the file may reach by a write: `RLIMIT_FSIZE` or the filesystem's.
+    pub(crate) fn write_limit(&self) -> i64 {
+        // SAFETY: The file is valid (type invariant).
+        unsafe { bindings::spin_write_limit(self.file()) }
+    }
+
+    /// Writes `len` bytes from user memory at `addr` to file offset `pos` (with
+    /// [`Request::append`], to the end of the file), through the page cache or as direct I/O,
+    /// with a fresh `->write_iter()` call; returns the bytes written and the file offset after
+    /// them.
+    pub(crate) fn sub_write(
+        &self,
+        pos: i64,
+        addr: usize,
+        len: usize,
+        direct: bool,
+    ) -> Result<(usize, i64)> {
+        if !self.write {
+            return Err(EBADF);
+        }
+        let mut end = pos;
+        // SAFETY: `iocb` is valid and the request a write inside `file_start_write()` (type
+        // invariants); the user range is checked by the filesystem (it is an ordinary user
+        // pointer, as in write(2)); `end` is a local.
+        let ret = unsafe {
+            bindings::spin_sub_write(
+                self.iocb.as_ptr(),
+                pos,
+                addr as c_ulong,
+                len,
+                direct,
+                &mut end,
+            )
+        };
+        if ret < 0 {
+            return Err(Error::from_errno(ret as c_int));
+        }
+        Ok((ret as usize, end))
     }
 
     fn file(&self) -> *mut bindings::file {
@@ -140,14 +202,19 @@ impl Request<'_> {
         unsafe { (*self.iocb.as_ptr()).ki_filp }
     }
 
-    /// Calls the file's `->read_iter()` with the request unchanged.
+    /// Calls the file's `->read_iter()` (or `->write_iter()`) with the request unchanged.
     pub(crate) fn passthrough(&mut self) -> isize {
         let file = self.file();
-        // SAFETY: `file` is valid and has `->read_iter` (type invariants), `iocb` and `iter` are
-        // the caller's valid arguments.
+        // SAFETY: `file` is valid and has `->read_iter`, or `->write_iter` for a write (type
+        // invariants); `iocb` and `iter` are the caller's valid arguments.
         unsafe {
-            match (*(*file).f_op).read_iter {
-                Some(read_iter) => read_iter(self.iocb.as_ptr(), self.iter.as_ptr()),
+            let op = if self.write {
+                (*(*file).f_op).write_iter
+            } else {
+                (*(*file).f_op).read_iter
+            };
+            match op {
+                Some(op) => op(self.iocb.as_ptr(), self.iter.as_ptr()),
                 None => EINVAL.to_errno() as isize,
             }
         }
@@ -195,6 +262,9 @@ impl Request<'_> {
         len: usize,
         direct: bool,
     ) -> Result<usize> {
+        if self.write {
+            return Err(EBADF);
+        }
         // SAFETY: `iocb` is valid (type invariant); the user range is checked by the filesystem
         // (it is an ordinary user pointer, as in read(2)).
         let ret = unsafe {
@@ -535,6 +605,34 @@ pub(crate) fn trace_route(
     // SAFETY: Plain values and NUL-terminated static strings.
     unsafe {
         bindings::spin_trace_route(
+            info.devt,
+            info.ino,
+            pos,
+            len,
+            mode.as_char_ptr(),
+            reason.name().as_char_ptr(),
+            bytes_pc,
+            bytes_p2p,
+            segs,
+        )
+    };
+}
+
+/// Emits the `spin_route_write` tracepoint.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn trace_route_write(
+    info: &FileInfo,
+    pos: i64,
+    len: usize,
+    mode: &CStr,
+    reason: Fallback,
+    bytes_pc: u64,
+    bytes_p2p: u64,
+    segs: u32,
+) {
+    // SAFETY: Plain values and NUL-terminated static strings.
+    unsafe {
+        bindings::spin_trace_route_write(
             info.devt,
             info.ino,
             pos,

@@ -28,6 +28,7 @@
 mod glue;
 mod readahead;
 mod state;
+mod writer;
 
 pub(crate) use glue::RouteKey;
 
@@ -97,9 +98,33 @@ unsafe extern "C" fn spin_route_read_iter(
     iter: *mut bindings::iov_iter,
 ) -> isize {
     // SAFETY: The function safety requirements.
-    let Some(mut req) = (unsafe { Request::from_raw(iocb, iter) }) else {
+    let Some(mut req) = (unsafe { Request::from_raw(iocb, iter, false) }) else {
         return EINVAL.to_errno() as isize;
     };
+    enter(&mut req)
+}
+
+/// The VFS entry of the writer (see [`writer`]): like [`spin_route_read_iter`], for writes from
+/// GPU memory.
+///
+/// # Safety
+///
+/// `iocb` and `iter` must be the arguments of a `->write_iter()` call the VFS is making inside
+/// `file_start_write()`: valid, with `iocb->ki_filp` open for writing and having `->write_iter`.
+#[no_mangle]
+unsafe extern "C" fn spin_route_write_iter(
+    iocb: *mut bindings::kiocb,
+    iter: *mut bindings::iov_iter,
+) -> isize {
+    // SAFETY: The function safety requirements.
+    let Some(mut req) = (unsafe { Request::from_raw(iocb, iter, true) }) else {
+        return EINVAL.to_errno() as isize;
+    };
+    enter(&mut req)
+}
+
+/// Routes a request that touches GPU memory; passes every other one on unchanged.
+fn enter(req: &mut Request<'_>) -> isize {
     if !req.routable() {
         return req.passthrough();
     }
@@ -107,13 +132,31 @@ unsafe extern "C" fn spin_route_read_iter(
     let Some(mm) = current.mm() else {
         return req.passthrough();
     };
-    if !any_gpu(&req, mm) {
+    if !any_gpu(req, mm) {
         return req.passthrough();
     }
-    route(&mut req, mm)
+    if req.append() && !single_gpu_piece(req, mm) {
+        // A write to the end of the file must land in one piece: only a source that is one
+        // GPU piece is split (into one leg, see `writer`); every other goes on as it is.
+        writer::append_fallback(req);
+        return req.passthrough();
+    }
+    route(req, mm)
 }
 
-/// Reads the destination piece by piece: GPU pieces routed, host pieces read as usual.
+/// Whether the request's user memory is one segment inside one GPU mapping.
+fn single_gpu_piece(req: &Request<'_>, mm: &MmWithUser) -> bool {
+    let mut segs = req.segments();
+    match (segs.next(), segs.next()) {
+        (Some((addr, len)), None) => {
+            matches!(classify(mm, addr), Dest::Gpu { end, .. } if end.saturating_sub(addr) >= len)
+        }
+        _ => false,
+    }
+}
+
+/// Transfers the user memory piece by piece: GPU pieces routed, host pieces read or written as
+/// usual.
 fn route(req: &mut Request<'_>, mm: &MmWithUser) -> isize {
     let mut pos = req.pos();
     let mut done: usize = 0;
@@ -127,14 +170,20 @@ fn route(req: &mut Request<'_>, mm: &MmWithUser) -> isize {
                 Dest::Host { end } => (end, None),
             };
             let piece = (len - off).min(end.saturating_sub(a)).max(1);
-            let r = match gpu {
-                Some(pdev) => route_gpu(req, &pdev, pos, a, piece),
-                None => req.sub_read(pos, a, piece, false),
+            let r = match (gpu, req.is_write()) {
+                (Some(pdev), false) => {
+                    route_gpu(req, &pdev, pos, a, piece).map(|n| (n, pos + n as i64))
+                }
+                (Some(pdev), true) => writer::route(req, &pdev, pos, a, piece),
+                (None, false) => req
+                    .sub_read(pos, a, piece, false)
+                    .map(|n| (n, pos + n as i64)),
+                (None, true) => req.sub_write(pos, a, piece, false),
             };
             match r {
-                Ok(n) => {
+                Ok((n, end)) => {
                     done += n;
-                    pos += n as i64;
+                    pos = end;
                     off += n;
                     if n < piece {
                         break 'segments;

@@ -70,6 +70,50 @@ pub(crate) struct Counters {
     ra_requests: Atomic<u64>,
     ra_hits: Atomic<u64>,
     ra_pages: Atomic<u64>,
+    writes: WriteCounters,
+}
+
+/// Counters of routed writes from GPU memory (see rust/spin/router/writer.rs).
+struct WriteCounters {
+    requests: Atomic<u64>,
+    bytes_pc: Atomic<u64>,
+    bytes_p2p: Atomic<u64>,
+    segs_pc: Atomic<u64>,
+    segs_p2p: Atomic<u64>,
+    io_error: Atomic<u64>,
+    fallback: [Atomic<u64>; Fallback::ALL.len()],
+}
+
+impl WriteCounters {
+    const fn new() -> Self {
+        Self {
+            requests: Atomic::new(0),
+            bytes_pc: Atomic::new(0),
+            bytes_p2p: Atomic::new(0),
+            segs_pc: Atomic::new(0),
+            segs_p2p: Atomic::new(0),
+            io_error: Atomic::new(0),
+            fallback: [const { Atomic::new(0) }; Fallback::ALL.len()],
+        }
+    }
+
+    fn show(&self, f: &mut Formatter<'_>) -> core::fmt::Result {
+        let v = |a: &Atomic<u64>| a.load(Relaxed);
+        writeln!(f, "write_requests {}", v(&self.requests))?;
+        writeln!(f, "write_bytes_pagecache {}", v(&self.bytes_pc))?;
+        writeln!(f, "write_bytes_p2p {}", v(&self.bytes_p2p))?;
+        writeln!(f, "write_segments_pagecache {}", v(&self.segs_pc))?;
+        writeln!(f, "write_segments_p2p {}", v(&self.segs_p2p))?;
+        for (reason, count) in Fallback::ALL.iter().zip(&self.fallback).skip(1) {
+            writeln!(
+                f,
+                "write_fallback_{} {}",
+                reason.name().to_str().unwrap_or("?"),
+                v(count)
+            )?;
+        }
+        writeln!(f, "write_fallback_io_error {}", v(&self.io_error))
+    }
 }
 
 impl Counters {
@@ -85,6 +129,7 @@ impl Counters {
             ra_requests: Atomic::new(0),
             ra_hits: Atomic::new(0),
             ra_pages: Atomic::new(0),
+            writes: WriteCounters::new(),
         }
     }
 
@@ -95,7 +140,9 @@ impl Counters {
         writeln!(f, "bytes_p2p {}", v(&self.bytes_p2p))?;
         writeln!(f, "segments_pagecache {}", v(&self.segs_pc))?;
         writeln!(f, "segments_p2p {}", v(&self.segs_p2p))?;
-        for (reason, count) in Fallback::ALL.iter().zip(&self.fallback).skip(1) {
+        // Only writes can go to the end of the file.
+        let reads = Fallback::ALL.iter().zip(&self.fallback).skip(1);
+        for (reason, count) in reads.filter(|(r, _)| **r != Fallback::Append) {
             writeln!(
                 f,
                 "fallback_{} {}",
@@ -106,7 +153,8 @@ impl Counters {
         writeln!(f, "fallback_io_error {}", v(&self.io_error))?;
         writeln!(f, "ra_requests {}", v(&self.ra_requests))?;
         writeln!(f, "ra_hits {}", v(&self.ra_hits))?;
-        writeln!(f, "ra_pages_prefetched {}", v(&self.ra_pages))
+        writeln!(f, "ra_pages_prefetched {}", v(&self.ra_pages))?;
+        self.writes.show(f)
     }
 }
 
@@ -172,6 +220,39 @@ impl Account {
     pub(crate) fn io_error(&self) {
         self.each(|c| {
             c.io_error.add(1, Relaxed);
+        });
+    }
+
+    /// A write was routed; `reason` is [`Fallback::None`] if it was split.
+    pub(crate) fn write_request(&self, reason: Fallback) {
+        self.each(|c| {
+            c.writes.requests.add(1, Relaxed);
+            if reason != Fallback::None {
+                c.writes.fallback[reason as usize].add(1, Relaxed);
+            }
+        });
+    }
+
+    /// A write segment of `bytes` went by P2P DMA (`p2p`: a direct write) or through the page
+    /// cache.
+    pub(crate) fn write_segment(&self, p2p: bool, bytes: usize) {
+        let bytes = bytes as u64;
+        let w = |c: &Counters| {
+            if p2p {
+                c.writes.segs_p2p.add(1, Relaxed);
+                c.writes.bytes_p2p.add(bytes, Relaxed);
+            } else {
+                c.writes.segs_pc.add(1, Relaxed);
+                c.writes.bytes_pc.add(bytes, Relaxed);
+            }
+        };
+        self.each(w);
+    }
+
+    /// A direct write segment failed and is redone through the page cache.
+    pub(crate) fn write_io_error(&self) {
+        self.each(|c| {
+            c.writes.io_error.add(1, Relaxed);
         });
     }
 }
@@ -443,7 +524,8 @@ mod tests {
     fn stat_lists_every_counter() {
         let c = Counters::new();
         c.fallback[Fallback::Queue as usize].add(3, Relaxed);
-        let mut buf = [0u8; 512];
+        c.writes.fallback[Fallback::Append as usize].add(2, Relaxed);
+        let mut buf = [0u8; 1024];
         let mut f = Formatter::new(&mut buf);
         assert!(c.show(&mut f).is_ok());
         let n = f.bytes_written();
@@ -452,8 +534,11 @@ mod tests {
         assert!(text.contains("\nfallback_queue 3\n"));
         assert!(text.contains("\nfallback_no_bdev 0\n"));
         assert!(text.contains("\nfallback_io_error 0\n"));
-        assert!(text.ends_with("ra_pages_prefetched 0\n"));
+        assert!(text.contains("\nra_pages_prefetched 0\n"));
+        assert!(text.contains("\nwrite_fallback_append 2\n"));
+        assert!(!text.contains("\nfallback_append"));
+        assert!(text.ends_with("write_fallback_io_error 0\n"));
         assert!(!text.contains("fallback_none"));
-        assert_eq!(text.lines().count(), 16);
+        assert_eq!(text.lines().count(), 16 + 6 + 8);
     }
 }
