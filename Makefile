@@ -24,7 +24,7 @@ export BUILD KSRC KOBJ
 # VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router series series-check export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-writer series series-check export clean \
 	distclean
 
 help:
@@ -118,6 +118,20 @@ bench-router: tree
 		exit $${rc:-0}; }' || rc=$$?; \
 	$(PY) $(REPO)/tools/testing/spin/bench/router_report.py $(ROUTER_OUT) || rc=$$?; \
 	exit $$rc
+
+## bench-writer: writes from GPU memory (#10): auto vs pagecache, 4 KiB-8 MiB, and a checkpoint
+# Same throttled drives as bench-router (SPIN_VM_BPS / SPIN_VM_IOPS override); WRITER_BENCH_ARGS
+# adds writer_bench.* options (see writer_bench.c). Report: build/bench-writer/summary.md.
+WRITER_OUT := $(BUILD)/bench-writer
+bench-writer: tree
+	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(PY) $(SCRIPTS)/vm.py --mode bench \
+		--bench writer_bench --out $(WRITER_OUT) \
+		--bps $${SPIN_VM_BPS:-$(ROUTER_BPS)} --iops $${SPIN_VM_IOPS:-$(ROUTER_IOPS)} \
+		--timeout $${SPIN_VM_TIMEOUT:-1800} --append "writer_bench.bps=$${SPIN_VM_BPS:-$(ROUTER_BPS)} \
+		writer_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(WRITER_BENCH_ARGS)"' || rc=$$?; \
+	grep -v '^@@' $(WRITER_OUT)/results.log | tr -d '\r' > $(WRITER_OUT)/summary.md; \
+	echo "[bench] report: $(WRITER_OUT)/summary.md"; \
+	if grep -q '^not ok' $(WRITER_OUT)/summary.md; then rc=1; fi; exit $$rc
 
 ## series: emit the patch series with a cover letter into build/series
 series: tree
