@@ -149,6 +149,7 @@ unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 void spin_trace_readahead(dev_t devt, u64 ino, pgoff_t start,
 			  unsigned long nr, u32 admitted, u32 evicted);
 int spin_sysfs_init(void);
+bool spin_should_fail_plan(void);
 
 void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
 		      const char *mode, const char *reason, u64 bytes_pc,

@@ -15,7 +15,7 @@ mod tests {
     use kernel::prelude::*;
 
     /// Number of wrappers below; must equal `cases::CASES.len()`.
-    const WRAPPED: usize = 26;
+    const WRAPPED: usize = 27;
 
     /// Logs where a case failed; KTAP names the case.
     fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
@@ -131,6 +131,11 @@ mod tests {
     #[test]
     fn plan_window_rounds_inwards() -> Result<(), CaseError> {
         report(cases::plan_window_rounds_inwards())
+    }
+
+    #[test]
+    fn plan_write_body() -> Result<(), CaseError> {
+        report(cases::plan_write_body())
     }
 
     #[test]

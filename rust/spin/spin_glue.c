@@ -8,6 +8,8 @@
 
 #include <linux/blkdev.h>
 #include <linux/completion.h>
+#include <linux/debugfs.h>
+#include <linux/fault-inject.h>
 #include <linux/folio_batch.h>
 #include <linux/fs.h>
 #include <linux/kobject.h>
@@ -618,6 +620,38 @@ static struct attribute *spin_kobj_attrs[] = {
 static const struct attribute_group spin_kobj_attr_group = {
 	.attrs = spin_kobj_attrs,
 };
+
+#ifdef CONFIG_SPIN_FAULT_INJECTION
+static DECLARE_FAULT_ATTR(fail_spin_plan);
+
+static int __init setup_fail_spin_plan(char *str)
+{
+	return setup_fault_attr(&fail_spin_plan, str);
+}
+__setup("fail_spin_plan=", setup_fail_spin_plan);
+
+/**
+ * spin_should_fail_plan - should planning this routed request fail?
+ *
+ * Return: %true when the fail_spin_plan fault attribute fires.
+ */
+bool spin_should_fail_plan(void)
+{
+	return should_fail(&fail_spin_plan, 1);
+}
+
+static int __init spin_fault_init(void)
+{
+	return PTR_ERR_OR_ZERO(fault_create_debugfs_attr("fail_spin_plan", NULL,
+							 &fail_spin_plan));
+}
+late_initcall(spin_fault_init);
+#else
+bool spin_should_fail_plan(void)
+{
+	return false;
+}
+#endif
 
 /**
  * spin_sysfs_init - create /sys/kernel/spin

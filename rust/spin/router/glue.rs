@@ -652,6 +652,13 @@ pub(crate) fn trace_segment(info: &FileInfo, pos: i64, len: usize, p2p: bool) {
     unsafe { bindings::spin_trace_segment(info.devt, info.ino, pos, len, p2p) };
 }
 
+/// Whether planning a routed request should fail, by fault injection (`fail_spin_plan`,
+/// `CONFIG_SPIN_FAULT_INJECTION`; always `false` without it).
+pub(crate) fn should_fail_plan() -> bool {
+    // SAFETY: No preconditions.
+    unsafe { bindings::spin_should_fail_plan() }
+}
+
 /// Creates `/sys/kernel/spin`.
 pub(crate) fn sysfs_init() -> Result {
     // SAFETY: Called once, from module init.

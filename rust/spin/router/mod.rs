@@ -298,7 +298,9 @@ fn route_gpu(
 ) -> Result<usize> {
     let mode = state::mode();
     let (mut reason, info) = req.file_check();
-    let (params, account) = state::disk(info.devt)?;
+    let Ok((params, account)) = state::disk(info.devt) else {
+        return req.sub_read(pos, addr, len, false);
+    };
     let size = req.file_size();
     if pos >= size {
         return Ok(0);
@@ -373,11 +375,13 @@ fn route_gpu(
 fn route_chunks(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<usize> {
     let mut done = 0;
     while done < len {
-        let at = pos + done as i64;
+        // `pos + len` is at most the file size, so no offset here exceeds `i64::MAX`; the chunk
+        // end is computed in `u64`, where `at + CHUNK` cannot overflow.
+        let at = pos as u64 + done as u64;
         // Chunks after the first start on a page boundary.
-        let chunk_end = ((at as u64 + CHUNK as u64) & !(PAGE_SIZE as u64 - 1)) as i64;
+        let chunk_end = (at + CHUNK as u64) & !(PAGE_SIZE as u64 - 1);
         let clen = (len - done).min((chunk_end - at) as usize);
-        let n = route_chunk(ctx, at, addr + done, clen)?;
+        let n = route_chunk(ctx, at as i64, addr + done, clen)?;
         done += n;
         if n < clen {
             break;
@@ -386,11 +390,66 @@ fn route_chunks(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Res
     Ok(done)
 }
 
+/// How a chunk is read, as [`plan_chunk`] decided it.
+enum Plan {
+    /// All of it by one page-cache copy.
+    Copy,
+    /// By the first `n` legs of the planner's output.
+    Legs(usize),
+}
+
 /// Plans one chunk on its residency and executes the legs; returns the bytes read.
 ///
-/// Fully cached and fully uncached chunks, the common cases, take a short path: no scheduler
-/// and, up to 128 pages, no allocation.
+/// Planning does no I/O: if it fails (an allocation, a geometry the planner does not take,
+/// such as a direct-I/O alignment above the page size), the chunk is copied through the page
+/// cache instead and the failure counted (`fallback_internal`), so an internal limit never
+/// fails a read that the plain path would serve.
 fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<usize> {
+    let mut few = [Leg::EMPTY; 3];
+    let mut many: KVVec<Leg> = KVVec::new();
+    let plan = plan_chunk(ctx, pos, len, &mut few, &mut many);
+    let n = match plan {
+        Ok(Plan::Copy) => return ctx.copy(pos, addr, len),
+        Ok(Plan::Legs(n)) => n,
+        Err(_) => {
+            ctx.account.internal();
+            return ctx.copy(pos, addr, len);
+        }
+    };
+    let legs: &[Leg] = if many.is_empty() {
+        &few[..n]
+    } else {
+        &many[..n]
+    };
+    let p2p_legs = legs.iter().filter(|l| l.path == Path::P2p).count();
+    let outcome = KVVec::from_elem(None, legs.len(), GFP_KERNEL);
+    let batch = match p2p_legs {
+        0 => Ok(None),
+        n => glue::AioBatch::new(ctx.req, n).map(Some),
+    };
+    match (outcome, batch) {
+        (Ok(mut outcome), Ok(mut batch)) => {
+            execute(ctx, pos, addr, legs, &mut outcome, batch.as_mut())
+        }
+        _ => {
+            ctx.account.internal();
+            ctx.copy(pos, addr, len)
+        }
+    }
+}
+
+/// Decides how to read a chunk: looks up its residency and schedules it. Legs go to `few` if
+/// they fit, else to `many`.
+fn plan_chunk(
+    ctx: &Ctx<'_, '_>,
+    pos: i64,
+    len: usize,
+    few: &mut [Leg; 3],
+    many: &mut KVVec<Leg>,
+) -> Result<Plan> {
+    if glue::should_fail_plan() {
+        return Err(ENOMEM);
+    }
     let w = plan::window(
         pos as u64,
         len as u64,
@@ -400,7 +459,7 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
     .map_err(|_| EINVAL)?;
     let Some(w) = w else {
         // No whole aligned block: one copy.
-        return ctx.copy(pos, addr, len);
+        return Ok(Plan::Copy);
     };
     let pages = u32::try_from(w.pages).map_err(|_| EINVAL)?;
     let mut segs: KVVec<Segment> = KVVec::new();
@@ -423,7 +482,7 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
                 // device, in parallel with the copy; the model does not price the device
                 // bandwidth that takes from other requests, so data the host holds entirely is
                 // only copied, head and tail included, in one leg.
-                return ctx.copy(pos, addr, len);
+                return Ok(Plan::Copy);
             }
             if cached == 0 {
                 Some(Path::P2p)
@@ -441,13 +500,11 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
         }
         None => &segs,
     };
-    let mut few = [Leg::EMPTY; 3];
-    let mut many: KVVec<Leg> = KVVec::new();
     let legs: &mut [Leg] = if plan::max_legs(segs.len()) <= few.len() {
-        &mut few
+        few
     } else {
         many.resize(plan::max_legs(segs.len()), Leg::EMPTY, GFP_KERNEL)?;
-        &mut many
+        many
     };
     let n = plan::legs(
         pos as u64,
@@ -458,20 +515,20 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
         legs,
     )
     .map_err(|_| EINVAL)?;
-    execute(ctx, pos, addr, &legs[..n])
+    Ok(Plan::Legs(n))
 }
 
 /// Executes the legs of a chunk: the P2P legs are started first and stay in flight while the
 /// CPU copies the page-cache legs; then the P2P legs are waited for in order. Returns the bytes
 /// read, counted up to the first leg that came back short or failed.
-fn execute(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, legs: &[Leg]) -> Result<usize> {
-    let p2p_legs = legs.iter().filter(|l| l.path == Path::P2p).count();
-    let mut outcome: KVVec<Option<Result<usize>>> = KVVec::from_elem(None, legs.len(), GFP_KERNEL)?;
-    let req = ctx.req;
-    let mut batch = match p2p_legs {
-        0 => None,
-        n => Some(glue::AioBatch::new(req, n)?),
-    };
+fn execute(
+    ctx: &mut Ctx<'_, '_>,
+    pos: i64,
+    addr: usize,
+    legs: &[Leg],
+    outcome: &mut [Option<Result<usize>>],
+    mut batch: Option<&mut glue::AioBatch<'_, '_>>,
+) -> Result<usize> {
     if let Some(batch) = batch.as_mut() {
         for (slot, leg) in legs.iter().filter(|l| l.path == Path::P2p).enumerate() {
             batch.start(
@@ -513,7 +570,6 @@ fn execute(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, legs: &[Leg]) -> Result
             *out = Some(ctx.p2p_done(r, at, a, l));
         }
     }
-    drop(batch);
     let mut done = 0;
     for (leg, out) in legs.iter().zip(outcome.iter()) {
         match out {

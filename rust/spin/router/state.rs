@@ -66,6 +66,7 @@ pub(crate) struct Counters {
     segs_pc: Atomic<u64>,
     segs_p2p: Atomic<u64>,
     io_error: Atomic<u64>,
+    internal: Atomic<u64>,
     fallback: [Atomic<u64>; Fallback::ALL.len()],
     ra_requests: Atomic<u64>,
     ra_hits: Atomic<u64>,
@@ -81,6 +82,7 @@ struct WriteCounters {
     segs_pc: Atomic<u64>,
     segs_p2p: Atomic<u64>,
     io_error: Atomic<u64>,
+    internal: Atomic<u64>,
     fallback: [Atomic<u64>; Fallback::ALL.len()],
 }
 
@@ -93,6 +95,7 @@ impl WriteCounters {
             segs_pc: Atomic::new(0),
             segs_p2p: Atomic::new(0),
             io_error: Atomic::new(0),
+            internal: Atomic::new(0),
             fallback: [const { Atomic::new(0) }; Fallback::ALL.len()],
         }
     }
@@ -112,7 +115,8 @@ impl WriteCounters {
                 v(count)
             )?;
         }
-        writeln!(f, "write_fallback_io_error {}", v(&self.io_error))
+        writeln!(f, "write_fallback_io_error {}", v(&self.io_error))?;
+        writeln!(f, "write_fallback_internal {}", v(&self.internal))
     }
 }
 
@@ -125,6 +129,7 @@ impl Counters {
             segs_pc: Atomic::new(0),
             segs_p2p: Atomic::new(0),
             io_error: Atomic::new(0),
+            internal: Atomic::new(0),
             fallback: [const { Atomic::new(0) }; Fallback::ALL.len()],
             ra_requests: Atomic::new(0),
             ra_hits: Atomic::new(0),
@@ -151,6 +156,7 @@ impl Counters {
             )?;
         }
         writeln!(f, "fallback_io_error {}", v(&self.io_error))?;
+        writeln!(f, "fallback_internal {}", v(&self.internal))?;
         writeln!(f, "ra_requests {}", v(&self.ra_requests))?;
         writeln!(f, "ra_hits {}", v(&self.ra_hits))?;
         writeln!(f, "ra_pages_prefetched {}", v(&self.ra_pages))?;
@@ -253,6 +259,21 @@ impl Account {
     pub(crate) fn write_io_error(&self) {
         self.each(|c| {
             c.writes.io_error.add(1, Relaxed);
+        });
+    }
+
+    /// Planning a routed read failed (an allocation, a geometry the planner does not handle);
+    /// its part is copied through the page cache instead.
+    pub(crate) fn internal(&self) {
+        self.each(|c| {
+            c.internal.add(1, Relaxed);
+        });
+    }
+
+    /// Planning a routed write failed; its part is written through the page cache instead.
+    pub(crate) fn write_internal(&self) {
+        self.each(|c| {
+            c.writes.internal.add(1, Relaxed);
         });
     }
 }
@@ -537,8 +558,9 @@ mod tests {
         assert!(text.contains("\nra_pages_prefetched 0\n"));
         assert!(text.contains("\nwrite_fallback_append 2\n"));
         assert!(!text.contains("\nfallback_append"));
-        assert!(text.ends_with("write_fallback_io_error 0\n"));
+        assert!(text.contains("\nfallback_internal 0\n"));
+        assert!(text.ends_with("write_fallback_io_error 0\nwrite_fallback_internal 0\n"));
         assert!(!text.contains("fallback_none"));
-        assert_eq!(text.lines().count(), 16 + 6 + 8);
+        assert_eq!(text.lines().count(), 17 + 6 + 9);
     }
 }

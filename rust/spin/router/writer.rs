@@ -10,8 +10,8 @@
 //! spin GPU buffer exists; the router walks the source's user segments as it walks a read's
 //! destination, and a part that lies in a user mapping of a spin dma-buf comes here.
 //!
-//! [`route`] clips the part to the file size limit (`RLIMIT_FSIZE`, `s_maxbytes`), plans it
-//! with [`crate::sched::plan`] as an all-P2P window, and writes the legs in file order, each a
+//! [`route`] clips the part to the file size limit (`RLIMIT_FSIZE`, `s_maxbytes`), finds its
+//! aligned body with [`crate::sched::plan::body`], and writes the legs in file order, each a
 //! fresh `->write_iter()` call: the unaligned head and tail (each shorter than one direct-I/O
 //! block) through the page cache, the body in direct writes of at most [`CHUNK`] bytes whose
 //! bios carry the GPU pages (the device reads the BAR). Writing in order keeps the short-count
@@ -42,11 +42,8 @@
 
 use super::glue::{self, Fallback, FileInfo, Request};
 use super::state::{self, Account, Mode};
-use crate::sched::{
-    plan::{self, Leg},
-    Path,
-};
-use kernel::{page::PAGE_SIZE, pci, prelude::*};
+use crate::sched::plan;
+use kernel::{pci, prelude::*};
 
 /// Largest direct write of a body: 8 MiB, as the read side's chunk; the body's direct writes
 /// follow each other, each large enough to keep the device's queue full.
@@ -111,7 +108,9 @@ pub(super) fn route(
     let mode = state::mode();
     let append = req.append();
     let (mut reason, info) = req.file_check();
-    let (_, account) = state::disk(info.devt)?;
+    let Ok((_, account)) = state::disk(info.devt) else {
+        return req.sub_write(pos, addr, len, false);
+    };
     let mut len = len;
     if !append {
         let limit = req.write_limit();
@@ -189,59 +188,60 @@ pub(super) fn route(
 /// Writes `len` bytes at `pos`: the unaligned head and tail through the page cache, the body
 /// as direct writes, in file order. Returns the bytes written and the offset after them.
 fn split(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<(usize, i64)> {
-    let w = plan::window(
-        pos as u64,
-        len as u64,
-        ctx.info.offset_align,
-        PAGE_SIZE as u32,
-    )
-    .map_err(|_| EINVAL)?;
-    let Some(w) = w else {
-        // No whole aligned block: one page-cache leg.
-        return ctx.leg(pos, addr, len, false);
+    let align = u64::from(ctx.info.offset_align);
+    let body = if glue::should_fail_plan() {
+        Err(plan::PlanError::Overflow)
+    } else {
+        plan::body(pos as u64, len as u64, align)
     };
-    let body = [plan::whole(&w, Path::P2p).ok_or(EINVAL)?];
-    let mut legs = [Leg::EMPTY; 3];
-    let n = plan::legs(
-        pos as u64,
-        len as u64,
-        Some(&w),
-        &body,
-        PAGE_SIZE as u32,
-        &mut legs,
-    )
-    .map_err(|_| EINVAL)?;
+    let (start, end) = match body {
+        Ok(Some(body)) => body,
+        // No whole aligned block: one page-cache leg.
+        Ok(None) => return ctx.leg(pos, addr, len, false),
+        Err(_) => {
+            // Never fail a write the page cache would take.
+            ctx.account.write_internal();
+            return ctx.leg(pos, addr, len, false);
+        }
+    };
+    let (pos_u, end_u) = (pos as u64, pos as u64 + len as u64);
+    // (file offset, length, P2P); the body in direct writes of at most `CHUNK` bytes.
+    let legs = [
+        (pos_u, start - pos_u, false),
+        (start, end - start, true),
+        (end, end_u - end, false),
+    ];
     let mut done = 0usize;
-    let mut end = pos;
-    for leg in &legs[..n] {
-        let mut off = 0u64;
-        while off < leg.len {
-            // A body leg goes in direct writes of at most `CHUNK` bytes; the others in one.
-            let part = match leg.path {
-                Path::P2p => (leg.len - off).min(CHUNK),
-                Path::PageCache => leg.len,
+    let mut at_end = pos;
+    for leg in legs {
+        let (mut off, last) = (leg.0, leg.0 + leg.1);
+        while off < last {
+            let part = if leg.2 {
+                (last - off).min(CHUNK)
+            } else {
+                last - off
             } as usize;
-            let at = pos + (leg.off + off) as i64;
-            let a = addr + (leg.off + off) as usize;
-            let r = match leg.path {
-                Path::P2p => ctx.direct(at, a, part),
-                Path::PageCache => ctx.leg(at, a, part, false),
+            let a = addr + (off - pos_u) as usize;
+            let r = if leg.2 {
+                ctx.direct(off as i64, a, part)
+            } else {
+                ctx.leg(off as i64, a, part, false)
             };
             match r {
                 Ok((got, e)) => {
                     done += got;
-                    end = e;
+                    at_end = e;
                     if got < part {
-                        return Ok((done, end));
+                        return Ok((done, at_end));
                     }
                 }
                 Err(e) if done == 0 => return Err(e),
-                Err(_) => return Ok((done, end)),
+                Err(_) => return Ok((done, at_end)),
             }
             off += part as u64;
         }
     }
-    Ok((done, end))
+    Ok((done, at_end))
 }
 
 /// Counts a write to the end of the file that touches GPU memory but is not one GPU piece: it

@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Soundness findings of issue #17, each with the case that showed it:
+ *  1. Offsets near the largest file offset: a sparse xfs file whose end is
+ *     within a chunk (8 MiB) of MAX_LFS_FILESIZE, read into and written from
+ *     GPU memory near that end. The router computed the chunk end in i64 and
+ *     overflowed (a panic under RUST_OVERFLOW_CHECKS).
+ *  2. Internal failures never fail a read or write the page cache would
+ *     serve: with fault injection (fail_spin_plan, the debug kernel) the
+ *     planning of a routed read and of a routed write fails; the read must
+ *     return the bytes by page-cache copy (fallback_internal), the write
+ *     must go through the page cache (write_fallback_internal).
+ *  5. Reads and writes through overlayfs are routed once, at the file the
+ *     caller opened (overlayfs has no block device: fallback no_bdev), not a
+ *     second time when overlayfs calls vfs_iter_read()/vfs_iter_write() on
+ *     the file below.
+ * Every byte is checked from the host side of the GPU memory or by CPU reads.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "spin_lib.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+#define GPU_LEN (16 * MiB)
+#define SPIN_SYS "/sys/kernel/spin"
+#define GSTAT SPIN_SYS "/stat"
+
+static char gpu[PATH_MAX];
+static uint8_t *gmem, *host;
+static pid_t main_pid;
+static const char *mounts[4];
+
+static void restore(void)
+{
+	if (getpid() != main_pid)
+		return;
+	for (int i = ARRAY_SIZE(mounts) - 1; i >= 0; i--)
+		if (mounts[i] && umount(mounts[i]))
+			ksft_print_msg("umount %s: %s\n", mounts[i], strerror(errno));
+}
+
+static int drop_caches(void)
+{
+	sync();
+	return spin_write_file("/proc/sys/vm/drop_caches", "3");
+}
+
+static void mkfs_mount(const char *serial, const char *mkfs, const char *type,
+		       const char *dir, int slot, char *dev, size_t devlen)
+{
+	char cmd[256];
+
+	if (spin_nvme_blockdev(serial, dev, devlen))
+		ksft_exit_fail_msg("no block device with serial %s\n", serial);
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", mkfs, dev);
+	mkdir(dir, 0755);
+	if (system(cmd) || mount(dev, dir, type, 0, NULL))
+		ksft_exit_fail_msg("%s on %s: %s\n", mkfs, dev, strerror(errno));
+	mounts[slot] = dir;
+}
+
+static void unmount(int slot)
+{
+	if (umount(mounts[slot]))
+		ksft_print_msg("umount %s: %s\n", mounts[slot], strerror(errno));
+	mounts[slot] = NULL;
+}
+
+/* ---- 1. the largest file offsets ------------------------------------------- */
+
+static void test_top(void)
+{
+	const char *path = "/mnt/rb-xfs/top";
+	const off_t max = LLONG_MAX;	/* MAX_LFS_FILESIZE, xfs's s_maxbytes */
+	const size_t len = 64 * KiB;
+	const off_t data = max - (off_t)len;	/* the last 64 KiB, up to the largest offset */
+	const size_t src = data % MiB, dst = MiB + (data - 100) % MiB;
+	char why[256] = "ok";
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644), ok = 1;
+	ssize_t n;
+
+	if (fd < 0 || ftruncate(fd, 1 << 20)) {
+		ksft_test_result_fail("xfs: a file for the largest offsets: %s\n", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	/*
+	 * Written from GPU memory (the writer: unaligned head, body, tail),
+	 * extending the sparse file to MAX_LFS_FILESIZE; then read back into
+	 * GPU memory from 100 bytes before the data (a hole) to the end.
+	 */
+	if (spin_gpu_fill(gpu, gmem + src, len, 7, data) ||
+	    (n = pwrite(fd, gmem + src, len, data)) != (ssize_t)len) {
+		snprintf(why, sizeof(why), "pwrite from GPU memory at %lld: %s", (long long)data,
+			 strerror(errno));
+		ok = 0;
+	}
+	if (ok && (lseek(fd, 0, SEEK_END) != max || drop_caches())) {
+		snprintf(why, sizeof(why), "size %lld, want %lld", (long long)lseek(fd, 0, SEEK_END),
+			 (long long)max);
+		ok = 0;
+	}
+	n = ok ? pread(fd, gmem + dst, len + 100, data - 100) : 0;
+	if (ok && n != (ssize_t)(len + 100)) {
+		snprintf(why, sizeof(why), "pread into GPU memory at %lld: %zd (%s)",
+			 (long long)(data - 100), n, strerror(errno));
+		ok = 0;
+	}
+	if (ok && spin_gpu_check(gpu, gmem + dst + 100, len, 7, data, why, sizeof(why)))
+		ok = 0;
+	if (ok && (pread(fd, host, 100, data - 100) != 100 || host[0] || host[99])) {
+		snprintf(why, sizeof(why), "the hole before the data is not zero");
+		ok = 0;
+	}
+	ksft_test_result(ok, "xfs: a write from and a read into GPU memory ending at MAX_LFS_FILESIZE (%s)\n",
+			 why);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- 2. internal failures fall back ------------------------------------------ */
+
+#define FAIL_DIR "/sys/kernel/debug/fail_spin_plan"
+
+/* Let fail_spin_plan fail the next @times plannings (0: off). */
+static int fail_plan(int times)
+{
+	char v[16];
+
+	snprintf(v, sizeof(v), "%d", times);
+	if (spin_write_file(FAIL_DIR "/probability", times ? "100" : "0") ||
+	    spin_write_file(FAIL_DIR "/interval", "1") ||
+	    spin_write_file(FAIL_DIR "/verbose", "0"))
+		return -1;
+	return spin_write_file(FAIL_DIR "/times", times ? v : "0");
+}
+
+static void test_internal(void)
+{
+	const char *path = "/mnt/rb-xfs/f";
+	const size_t len = 4 * MiB;
+	long long int0, int1, w0, w1, p0, p1;
+	char why[256] = "ok";
+	int fd, ok = 1;
+	ssize_t n;
+
+	if (access(FAIL_DIR, F_OK)) {
+		ksft_test_result_fail("%s is absent: this test needs the debug kernel (CONFIG_SPIN_FAULT_INJECTION)\n",
+				      FAIL_DIR);
+		ksft_test_result_fail("internal failure of a write: not run\n");
+		return;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	spin_pattern_fill(host, 0, len, 8);
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || drop_caches()) {
+		ksft_test_result_fail("internal failures: setup: %s\n", strerror(errno));
+		ksft_test_result_fail("internal failure of a write: not run\n");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	/* An uncached read the router would send by P2P: its first planning fails. */
+	int0 = spin_stat_get(GSTAT, "fallback_internal");
+	p0 = spin_stat_get(GSTAT, "bytes_pagecache");
+	if (fail_plan(1)) {
+		snprintf(why, sizeof(why), "%s: %s", FAIL_DIR, strerror(errno));
+		ok = 0;
+	}
+	n = ok ? pread(fd, gmem + 3000, len - 5000, 3000) : 0;
+	fail_plan(0);
+	int1 = spin_stat_get(GSTAT, "fallback_internal");
+	p1 = spin_stat_get(GSTAT, "bytes_pagecache");
+	if (ok && n != (ssize_t)(len - 5000)) {
+		snprintf(why, sizeof(why), "pread: %zd (%s)", n, strerror(errno));
+		ok = 0;
+	}
+	if (ok && spin_gpu_check(gpu, gmem + 3000, len - 5000, 8, 3000, why, sizeof(why)))
+		ok = 0;
+	/* The failed plan's chunk (8 MiB, so all of it) was copied. */
+	if (ok && (int1 - int0 != 1 || p1 - p0 != (long long)(len - 5000))) {
+		snprintf(why, sizeof(why), "fallback_internal +%lld, page-cache bytes +%lld",
+			 int1 - int0, p1 - p0);
+		ok = 0;
+	}
+	ksft_test_result(ok, "a routed read whose planning fails returns the bytes by page-cache copy, counted in fallback_internal (%s)\n",
+			 why);
+
+	/* A write whose planning fails goes through the page cache, whole. */
+	snprintf(why, sizeof(why), "ok");
+	ok = !spin_gpu_fill(gpu, gmem + 3000, MiB, 9, 3000);
+	w0 = spin_stat_get(GSTAT, "write_fallback_internal");
+	p0 = spin_stat_get(GSTAT, "write_bytes_p2p");
+	if (ok && fail_plan(1))
+		ok = 0;
+	n = ok ? pwrite(fd, gmem + 3000, MiB, 3000) : 0;
+	fail_plan(0);
+	w1 = spin_stat_get(GSTAT, "write_fallback_internal");
+	p1 = spin_stat_get(GSTAT, "write_bytes_p2p");
+	if (n != (ssize_t)MiB) {
+		snprintf(why, sizeof(why), "pwrite: %zd (%s)", n, strerror(errno));
+		ok = 0;
+	}
+	if (ok && (w1 - w0 != 1 || p1 != p0)) {
+		snprintf(why, sizeof(why), "write_fallback_internal +%lld, P2P bytes +%lld",
+			 w1 - w0, p1 - p0);
+		ok = 0;
+	}
+	if (ok && (drop_caches() || pread(fd, host, MiB, 3000) != (ssize_t)MiB ||
+		   spin_pattern_check(host, 3000, MiB, 9) >= 0)) {
+		snprintf(why, sizeof(why), "the file does not hold the written bytes");
+		ok = 0;
+	}
+	ksft_test_result(ok, "a routed write whose planning fails goes through the page cache, counted in write_fallback_internal (%s)\n",
+			 why);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- 5. overlayfs: routed once ------------------------------------------------ */
+
+static void test_overlay(void)
+{
+	const char *lower = "/mnt/rb-ext4/lower", *upper = "/mnt/rb-ext4/upper",
+		   *work = "/mnt/rb-ext4/work", *merged = "/mnt/rb-ovl";
+	char opts[256], why[256] = "ok", path[PATH_MAX];
+	long long r0, r1, w0, w1, nb0, nb1;
+	const size_t len = MiB;
+	int fd, ok = 1;
+
+	mkdir(lower, 0755);
+	mkdir(upper, 0755);
+	mkdir(work, 0755);
+	mkdir(merged, 0755);
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
+	if (mount("overlay", merged, "overlay", 0, opts)) {
+		ksft_test_result_fail("overlayfs: mount: %s\n", strerror(errno));
+		return;
+	}
+	mounts[3] = merged;
+	snprintf(path, sizeof(path), "%s/f", merged);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	spin_pattern_fill(host, 0, len, 10);
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || drop_caches()) {
+		ksft_test_result_fail("overlayfs: setup: %s\n", strerror(errno));
+		goto out;
+	}
+	r0 = spin_stat_get(GSTAT, "requests");
+	nb0 = spin_stat_get(GSTAT, "fallback_no_bdev");
+	w0 = spin_stat_get(GSTAT, "write_requests");
+	if (pread(fd, gmem, len, 0) != (ssize_t)len ||
+	    spin_gpu_check(gpu, gmem, len, 10, 0, why, sizeof(why))) {
+		if (!strcmp(why, "ok"))
+			snprintf(why, sizeof(why), "pread: %s", strerror(errno));
+		ok = 0;
+	}
+	if (ok && (spin_gpu_fill(gpu, gmem, len, 11, 0) ||
+		   pwrite(fd, gmem, len, 0) != (ssize_t)len)) {
+		snprintf(why, sizeof(why), "pwrite: %s", strerror(errno));
+		ok = 0;
+	}
+	r1 = spin_stat_get(GSTAT, "requests");
+	nb1 = spin_stat_get(GSTAT, "fallback_no_bdev");
+	w1 = spin_stat_get(GSTAT, "write_requests");
+	if (ok && (r1 - r0 != 1 || nb1 - nb0 != 1 || w1 - w0 != 1)) {
+		snprintf(why, sizeof(why), "read requests +%lld (no_bdev +%lld), write requests +%lld; want +1 each",
+			 r1 - r0, nb1 - nb0, w1 - w0);
+		ok = 0;
+	}
+	if (ok && (drop_caches() || pread(fd, host, len, 0) != (ssize_t)len ||
+		   spin_pattern_check(host, 0, len, 11) >= 0)) {
+		snprintf(why, sizeof(why), "the file does not hold the written bytes");
+		ok = 0;
+	}
+	ksft_test_result(ok, "overlayfs over ext4: a read and a write with GPU memory are routed once, at the overlay file (%s)\n",
+			 why);
+out:
+	if (fd >= 0)
+		close(fd);
+	unmount(3);
+}
+
+int main(void)
+{
+	char dev0[64], dev1[64];
+	int heap, buf;
+
+	main_pid = getpid();
+	ksft_print_header();
+	ksft_set_plan(4);
+	signal(SIGXFSZ, SIG_IGN);
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		ksft_exit_fail_msg("stand-in GPU not found\n");
+	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
+	host = spin_alloc_aligned(8 * MiB);
+	if (gmem == MAP_FAILED || !host)
+		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
+	if (spin_write_file(SPIN_SYS "/mode", "auto"))
+		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
+	atexit(restore);
+
+	mkfs_mount(SPIN_NVME1_SERIAL, "mkfs.xfs -q -f", "xfs", "/mnt/rb-xfs", 0, dev1,
+		   sizeof(dev1));
+	test_top();
+	test_internal();
+	unmount(0);
+
+	mkfs_mount(SPIN_NVME0_SERIAL, "mkfs.ext4 -q -F", "ext4", "/mnt/rb-ext4", 2, dev0,
+		   sizeof(dev0));
+	test_overlay();
+	unmount(2);
+
+	munmap(gmem, GPU_LEN);
+	close(buf);
+	close(heap);
+	ksft_finished();
+}
