@@ -48,7 +48,7 @@ for dir in $dirs; do
 done
 # spintest.only=NAME[,NAME...] on the command line runs only those (debugging: the others
 # are then reported missing).
-only=$(sed -n 's/.*spintest\.only=\([a-z_,]*\).*/\1/p' /proc/cmdline)
+only=$(sed -n 's/.*spintest\.only=\([a-z0-9_,]*\).*/\1/p' /proc/cmdline)
 for dir in $dirs; do
 	for t in "$dir"/*; do
 		name=$(basename "$t")
