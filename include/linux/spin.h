@@ -5,9 +5,11 @@
  *
  * The VFS read and write entry points call spin_read_iter() and
  * spin_write_iter() instead of ->read_iter() and ->write_iter().
- * While no spin GPU buffer exists the static key is off and the call costs
- * one patched-out jump; otherwise the router (rust/spin/router) looks at the
- * user memory and either splits the request or passes it on unchanged.
+ * While no p2pdma provider is bound the static key is off and the call costs
+ * one patched-out jump; otherwise a process that never mapped p2pdma memory
+ * pays one bit test (MMF_P2PDMA), and for the others the router
+ * (rust/spin/router) looks at the user memory and either splits the request
+ * or passes it on unchanged.
  * See Documentation/spin/router.rst and Documentation/spin/writer.rst.
  */
 #ifndef _LINUX_SPIN_H
@@ -15,12 +17,34 @@
 
 #include <linux/fs.h>
 #include <linux/jump_label.h>
+#include <linux/mm.h>
+#include <linux/sched.h>
 #include <linux/uio.h>
 
 struct pci_dev;
+struct vm_area_struct;
 
 #ifdef CONFIG_SPIN
 DECLARE_STATIC_KEY_FALSE(spin_route_key);
+
+/**
+ * spin_wants_current - could the current request touch GPU memory?
+ *
+ * The static key is on while a p2pdma provider is bound (its memory may be
+ * mapped by user space); then only processes that mapped p2pdma memory
+ * (MMF_P2PDMA) are looked at: every other one pays this bit test.
+ *
+ * Return: %true if the router should look at the request.
+ */
+static inline bool spin_wants_current(void)
+{
+	struct mm_struct *mm;
+
+	if (!static_branch_unlikely(&spin_route_key))
+		return false;
+	mm = current->mm;
+	return mm && mm_flags_test(MMF_P2PDMA, mm);
+}
 
 ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter);
 ssize_t spin_route_write_iter(struct kiocb *iocb, struct iov_iter *iter);
@@ -36,7 +60,7 @@ ssize_t spin_route_write_iter(struct kiocb *iocb, struct iov_iter *iter);
  */
 static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
-	if (static_branch_unlikely(&spin_route_key))
+	if (spin_wants_current())
 		return spin_route_read_iter(iocb, iter);
 	return iocb->ki_filp->f_op->read_iter(iocb, iter);
 }
@@ -53,7 +77,7 @@ static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
  */
 static inline ssize_t spin_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
-	if (static_branch_unlikely(&spin_route_key))
+	if (spin_wants_current())
 		return spin_route_write_iter(iocb, iter);
 	return iocb->ki_filp->f_op->write_iter(iocb, iter);
 }
@@ -63,6 +87,9 @@ void spin_route_key_get(void);
 void spin_route_key_put(void);
 bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter);
 bool spin_iocb_append(const struct kiocb *iocb);
+void spin_mm_mark_p2pdma(struct mm_struct *mm);
+struct pci_dev *spin_vma_p2p_provider(struct vm_area_struct *vma,
+				      unsigned long addr);
 bool spin_iter_segment(const struct iov_iter *iter, unsigned long idx,
 		       size_t before, unsigned long *addr, size_t *len);
 void spin_iter_advance(struct iov_iter *iter, size_t bytes);

@@ -397,7 +397,10 @@ impl Attachment {
 
     /// Returns the importing device.
     pub fn device(&self) -> &device::Device {
-        // SAFETY: The device of an attachment holds a reference while attached.
+        // SAFETY: `dev` is the importer's device, set at attach time and never changed. The
+        // attachment holds no reference on it: the importer keeps its device alive while the
+        // attachment exists (it detaches before its device is released), and the attachment
+        // stays attached while `&self` is borrowed (type invariants).
         unsafe { device::Device::from_raw((*self.0.get()).dev) }
     }
 
@@ -563,7 +566,7 @@ impl Fault {
 /// dropped when the dma-buf is released: after the last file descriptor, user mapping and kernel
 /// reference are gone.
 #[vtable]
-pub trait Operations: Sized + Send + Sync {
+pub trait Operations: Sized + Send + Sync + 'static {
     /// The pages an importer's mapping keeps alive, see [`SgTableMapping`].
     type MapPages: AsPageIter;
 
@@ -596,21 +599,52 @@ pub trait Operations: Sized + Send + Sync {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Handles a fault in a user mapping set up by [`Operations::mmap`].
+    /// Handles a fault in a user mapping set up by [`Operations::mmap`], if [`Operations::VM_OPS`]
+    /// names this exporter's [`VmOps`].
     ///
     /// Map the page (and possibly its neighbours) and return `Ok(())`; [`ENOMEM`] makes the
     /// fault fail with out-of-memory, any other error with `SIGBUS`.
     fn fault(&self, _fault: &Fault) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
+
+    /// The VMA operations installed on the user mappings set up by [`Operations::mmap`]: a
+    /// `static` of the exporter (see [`VmOps`]); [`None`] if the exporter handles no faults.
+    const VM_OPS: Option<&'static VmOps<Self>> = None;
+}
+
+/// The VMA operations of the user mappings of dma-bufs exported with `T`, whose fault handler
+/// calls [`Operations::fault`].
+///
+/// An exporter that handles faults declares one as a `static` and names it in
+/// [`Operations::VM_OPS`]. The `static`'s address is what [`vma_is_exported_by`] recognises
+/// such a mapping by: a `static` has one address, a constant may have several.
+#[repr(transparent)]
+pub struct VmOps<T: Operations>(bindings::vm_operations_struct, PhantomData<fn() -> T>);
+
+// SAFETY: The table holds function pointers and null fields only, and is never written after
+// its initialisation.
+unsafe impl<T: Operations> Sync for VmOps<T> {}
+
+impl<T: Operations> VmOps<T> {
+    /// The table for `T`, which must implement [`Operations::fault`].
+    pub const fn new() -> Self {
+        Self(
+            bindings::vm_operations_struct {
+                fault: Some(OperationsVTable::<T>::fault),
+                ..pin_init::zeroed()
+            },
+            PhantomData,
+        )
+    }
 }
 
 /// Returns whether `vma` is a user mapping of a dma-buf exported with operations `T` that handle
-/// faults.
+/// faults (whose [`Operations::VM_OPS`] names their [`VmOps`]).
 pub fn vma_is_exported_by<T: Operations>(vma: &VmaRef) -> bool {
     // SAFETY: The VMA is read locked (type invariants of `VmaRef`), so `vm_ops` is stable.
     let ops = unsafe { (*vma.as_ptr()).vm_ops };
-    T::HAS_FAULT && core::ptr::eq(ops, OperationsVTable::<T>::vm_ops())
+    T::VM_OPS.is_some_and(|own| core::ptr::eq(ops, &own.0))
 }
 
 /// Returns the exporter's object behind a user mapping of a dma-buf exported with operations
@@ -735,10 +769,10 @@ impl<T: Operations> OperationsVTable<T> {
         let area = unsafe { VmaNew::from_raw(vma) };
         from_result(|| {
             data.mmap(buf, area)?;
-            if T::HAS_FAULT {
+            if let Some(ops) = T::VM_OPS {
                 // SAFETY: The VMA is being set up and not visible to anyone else yet; the
-                // operations table is static.
-                unsafe { (*vma).vm_ops = Self::vm_ops() };
+                // operations table is a `static`.
+                unsafe { (*vma).vm_ops = &ops.0 };
             }
             Ok(0)
         })
@@ -781,16 +815,7 @@ impl<T: Operations> OperationsVTable<T> {
         ..pin_init::zeroed()
     };
 
-    const VM_OPS: bindings::vm_operations_struct = bindings::vm_operations_struct {
-        fault: Some(Self::fault),
-        ..pin_init::zeroed()
-    };
-
     const fn build() -> &'static bindings::dma_buf_ops {
         &Self::VTABLE
-    }
-
-    const fn vm_ops() -> &'static bindings::vm_operations_struct {
-        &Self::VM_OPS
     }
 }

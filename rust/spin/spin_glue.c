@@ -14,6 +14,7 @@
 #include <linux/fs.h>
 #include <linux/kobject.h>
 #include <linux/pagemap.h>
+#include <linux/pagewalk.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
 #include <linux/resource.h>
@@ -30,7 +31,7 @@
 DEFINE_STATIC_KEY_FALSE(spin_route_key);
 
 /**
- * spin_route_key_get - a spin GPU buffer was created: route reads
+ * spin_route_key_get - a p2pdma provider was bound: route requests
  */
 void spin_route_key_get(void)
 {
@@ -38,7 +39,7 @@ void spin_route_key_get(void)
 }
 
 /**
- * spin_route_key_put - a spin GPU buffer was released
+ * spin_route_key_put - a p2pdma provider was unbound
  */
 void spin_route_key_put(void)
 {
@@ -61,6 +62,50 @@ bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 	return user_backed_iter(iter) && iov_iter_count(iter) &&
 	       !(iocb->ki_flags & (IOCB_DIRECT | IOCB_NOWAIT)) &&
 	       S_ISREG(file_inode(iocb->ki_filp)->i_mode);
+}
+
+/**
+ * spin_vma_p2p_provider - the p2pdma provider behind a user address
+ * @vma: the VMA holding @addr
+ * @addr: a user address in @vma
+ *
+ * Context: the mmap_lock of @vma's mm held for read (folio_walk_start()).
+ *
+ * Recognises user mappings of p2pdma memory that are not spin's dma-bufs,
+ * such as upstream's p2pmem/allocate: their pages were inserted with
+ * vm_insert_page(), which marks the VMA VM_MIXEDMAP, so other VMAs cost one
+ * flag test. The page mapped at @addr is looked up without a reference,
+ * under the page table lock, and only its provider is kept.
+ *
+ * Return: the provider with a reference held (drop it with pci_dev_put()),
+ * or %NULL if no p2pdma page is mapped at @addr.
+ */
+struct pci_dev *spin_vma_p2p_provider(struct vm_area_struct *vma,
+				      unsigned long addr)
+{
+	struct pci_dev *pdev = NULL;
+	struct folio_walk fw;
+
+	if (!(vma->vm_flags & VM_MIXEDMAP))
+		return NULL;
+	if (!folio_walk_start(&fw, vma, addr, 0))
+		return NULL;
+	if (fw.page)
+		pdev = pci_p2pdma_page_provider(fw.page);
+	folio_walk_end(&fw, vma);
+	return pdev;
+}
+
+/**
+ * spin_mm_mark_p2pdma - a user mapping of p2pdma memory is made in @mm
+ * @mm: the mm
+ *
+ * Sets MMF_P2PDMA, which spin_read_iter() and spin_write_iter() test before
+ * looking at a request.
+ */
+void spin_mm_mark_p2pdma(struct mm_struct *mm)
+{
+	mm_flags_set(MMF_P2PDMA, mm);
 }
 
 /**

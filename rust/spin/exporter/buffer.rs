@@ -9,7 +9,7 @@
 //! the last of them is gone.
 
 use super::{policy, provider::Provider};
-use crate::router::RouteKey;
+use crate::router::mark_p2pdma_mapped;
 use kernel::{
     dma::DataDirection,
     dma_buf::{self, Attachment, DmaBuf, Fault, SgTableMapping},
@@ -113,18 +113,12 @@ fn insert_pages(
 pub(super) struct Buffer {
     shared: Arc<BufferShared>,
     provider: Arc<Provider>,
-    /// Reads are looked at by the router while any buffer exists.
-    _route: RouteKey,
 }
 
 impl Buffer {
     /// Returns the object of a new dma-buf of `shared`, allocated from `provider`.
     pub(super) fn new(shared: Arc<BufferShared>, provider: Arc<Provider>) -> Self {
-        Self {
-            shared,
-            provider,
-            _route: RouteKey::get(),
-        }
+        Self { shared, provider }
     }
 }
 
@@ -141,9 +135,15 @@ impl Drop for Buffer {
     }
 }
 
+/// The VMA operations of spin's user mappings: their address tells the router a mapping is
+/// spin's ([`mapping_provider`]).
+static BUFFER_VM_OPS: dma_buf::VmOps<Buffer> = dma_buf::VmOps::new();
+
 #[vtable]
 impl dma_buf::Operations for Buffer {
     type MapPages = P2pPages;
+
+    const VM_OPS: Option<&'static dma_buf::VmOps<Self>> = Some(&BUFFER_VM_OPS);
 
     /// Refuses importers that cannot reach the provider by peer-to-peer DMA ([`EINVAL`]) and all
     /// of them once the buffer is revoked ([`ENODEV`]).
@@ -198,6 +198,8 @@ impl dma_buf::Operations for Buffer {
             return Err(EINVAL);
         }
         let mm: &Mm = vma.mm();
+        // The router looks at the I/O of processes that mapped p2pdma memory only.
+        mark_p2pdma_mapped(mm);
         if !state
             .mapped_in
             .iter()

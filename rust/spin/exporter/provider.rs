@@ -10,6 +10,7 @@ use super::{
     buffer::{Buffer, BufferShared},
     policy,
 };
+use crate::router::RouteKey;
 use kernel::{
     dma_buf::{DmaBuf, WeakDmaBuf},
     dma_heap::HeapOperations,
@@ -33,6 +34,9 @@ struct ProviderInner {
     pdev: Option<ARef<pci::Device>>,
     /// Number of revocations so far; an allocation that raced with one fails.
     generation: u64,
+    /// While the device is bound, requests are looked at by the router: user mappings of its
+    /// memory (spin's buffers, upstream's `p2pmem/allocate`) can exist.
+    route: Option<RouteKey>,
     /// The buffers that are neither released nor revoked.
     buffers: KVec<Entry>,
 }
@@ -55,6 +59,7 @@ impl Provider {
                 inner <- new_mutex!(ProviderInner {
                     pdev: None,
                     generation: 0,
+                    route: None,
                     buffers: KVec::new(),
                 }),
             }),
@@ -76,7 +81,13 @@ impl Provider {
     ///
     /// Returns whether the provider was unbound before (a device may be reported twice).
     pub(super) fn bind(&self, pdev: &pci::Device) -> bool {
-        self.inner.lock().pdev.replace(pdev.into()).is_none()
+        // Taken outside the lock: turning the key on patches code and may sleep.
+        let key = RouteKey::get();
+        let mut inner = self.inner.lock();
+        if inner.route.is_none() {
+            inner.route = Some(key);
+        }
+        inner.pdev.replace(pdev.into()).is_none()
     }
 
     /// The provider's device is unbinding: revoke every buffer.
@@ -98,6 +109,7 @@ impl Provider {
         }
         inner.pdev = None;
         inner.generation += 1;
+        let route = inner.route.take();
 
         let count = inner.buffers.len();
         for entry in inner.buffers.drain_all() {
@@ -126,6 +138,9 @@ impl Provider {
             // The user mappings are gone: drop the buffer's own page references.
             drop(revoked.pages);
         }
+        drop(inner);
+        // Outside the lock, as in `bind`.
+        drop(route);
         pr_info!(
             "p2p-{}: provider unbinding, {} buffer(s) revoked\n",
             self.bdf(),

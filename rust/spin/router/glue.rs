@@ -10,10 +10,11 @@ use kernel::{bindings, pci, prelude::*, sync::aref::ARef};
 
 use core::ptr::NonNull;
 
-/// One reference on the router's static key: while any exists, reads are looked at.
+/// One reference on the router's static key: while any exists, the requests of processes that
+/// mapped p2pdma memory (`MMF_P2PDMA`) are looked at.
 ///
-/// Every spin GPU buffer holds one for its whole life, so a system without GPU buffers runs
-/// the plain read path with a patched-out jump.
+/// Every bound p2pdma provider holds one, so a system without one runs the plain read and
+/// write paths with a patched-out jump.
 pub(crate) struct RouteKey(());
 
 impl RouteKey {
@@ -30,6 +31,13 @@ impl Drop for RouteKey {
         // SAFETY: `self` was created by `get`, which took the reference dropped here.
         unsafe { bindings::spin_route_key_put() };
     }
+}
+
+/// Notes in `mm` that a user mapping of p2pdma memory is being made in it (`MMF_P2PDMA`): the
+/// router looks at the requests of such processes only.
+pub(crate) fn mark_p2pdma_mapped(mm: &kernel::mm::Mm) {
+    // SAFETY: `mm` is a valid mm for the duration of the borrow.
+    unsafe { bindings::spin_mm_mark_p2pdma(mm.as_raw()) };
 }
 
 /// Why a request stays in the page cache; the values of `enum spin_fallback`.
@@ -474,8 +482,10 @@ pub(crate) fn trace_readahead(info: &FileInfo, win: &RaWindow, admitted: u32, ev
 
 /// P2P legs in flight: asynchronous direct reads of one request (see `spin_aio_start()`).
 ///
-/// Dropping the batch waits for every leg still in flight, so the device never writes into the
-/// destination after the request returned.
+/// A batch only exists inside [`with_aio`], which lends it out as `&mut` and waits for every
+/// leg still in flight before it returns: the device never writes into the destination after
+/// the request returned, whatever the borrower does (it can neither move the batch out nor
+/// forget it).
 ///
 /// # Invariants
 ///
@@ -487,9 +497,22 @@ pub(crate) struct AioBatch<'r, 'a> {
     started: KVVec<bool>,
 }
 
+/// Runs `f` with room for `n` P2P legs of `req` in flight, then waits for every leg `f` started
+/// and did not wait for. Fails, without calling `f`, if the room cannot be allocated.
+pub(crate) fn with_aio<'r, 'a, R>(
+    req: &'r Request<'a>,
+    n: usize,
+    f: impl FnOnce(&mut AioBatch<'r, 'a>) -> R,
+) -> Result<R> {
+    let mut batch = AioBatch::new(req, n)?;
+    let r = f(&mut batch);
+    batch.wait_all();
+    Ok(r)
+}
+
 impl<'r, 'a> AioBatch<'r, 'a> {
-    /// Room for `n` legs of `req`.
-    pub(crate) fn new(req: &'r Request<'a>, n: usize) -> Result<Self> {
+    /// Room for `n` legs of `req`; only [`with_aio`] creates batches.
+    fn new(req: &'r Request<'a>, n: usize) -> Result<Self> {
         let slots = u32::try_from(n).map_err(|_| EINVAL)?;
         let started = KVVec::from_elem(false, n, GFP_KERNEL)?;
         // SAFETY: No preconditions.
@@ -508,8 +531,8 @@ impl<'r, 'a> AioBatch<'r, 'a> {
             return Err(EBUSY);
         }
         // SAFETY: `idx` is a free slot of the batch (type invariants); the request's `iocb` is
-        // valid (type invariants of `Request`) and outlives the batch, which waits for the leg
-        // at the latest when it is dropped.
+        // valid (type invariants of `Request`) and outlives the batch, whose `with_aio` waits
+        // for the leg before it returns.
         unsafe {
             bindings::spin_aio_start(
                 self.batch.as_ptr(),
@@ -540,13 +563,21 @@ impl<'r, 'a> AioBatch<'r, 'a> {
     }
 }
 
-impl Drop for AioBatch<'_, '_> {
-    fn drop(&mut self) {
+impl AioBatch<'_, '_> {
+    /// Waits for every leg started and not yet waited for.
+    fn wait_all(&mut self) {
         for idx in 0..self.started.len() {
             if self.started[idx] {
                 let _ = self.wait(idx);
             }
         }
+    }
+}
+
+impl Drop for AioBatch<'_, '_> {
+    fn drop(&mut self) {
+        // `with_aio` waited already; again, in case the batch is dropped while unwinding.
+        self.wait_all();
         // SAFETY: Every started leg was waited for; the batch came from
         // `spin_aio_batch_alloc()`.
         unsafe { bindings::spin_aio_batch_free(self.batch.as_ptr()) };
@@ -650,6 +681,24 @@ pub(crate) fn trace_route_write(
 pub(crate) fn trace_segment(info: &FileInfo, pos: i64, len: usize, p2p: bool) {
     // SAFETY: Plain values.
     unsafe { bindings::spin_trace_segment(info.devt, info.ino, pos, len, p2p) };
+}
+
+/// The p2pdma provider of the page mapped at `addr` in the mm whose `mmap_lock` `mmap` holds,
+/// if it is a p2pdma page: user mappings of p2pdma memory that are not spin's dma-bufs, such
+/// as upstream's `p2pmem/allocate` (see `spin_vma_p2p_provider()`).
+pub(crate) fn p2p_provider_at(
+    mmap: &kernel::mm::MmapReadGuard<'_>,
+    addr: usize,
+) -> Option<ARef<pci::Device>> {
+    let vma = mmap.vma_lookup(addr)?;
+    // SAFETY: `vma` is a VMA of the mm whose `mmap_lock` is held for read (`mmap`), as
+    // `folio_walk_start()` requires, and holds `addr`; the helper only walks its page tables.
+    let pdev = unsafe { bindings::spin_vma_p2p_provider(vma.as_ptr(), addr as c_ulong) };
+    NonNull::new(pdev).map(|p| {
+        // SAFETY: `spin_vma_p2p_provider()` returns the PCI device with a reference held for
+        // us; `pci::Device` is a transparent wrapper of `struct pci_dev`.
+        unsafe { ARef::from_raw(p.cast::<pci::Device>()) }
+    })
 }
 
 /// Whether planning a routed request should fail, by fault injection (`fail_spin_plan`,

@@ -5,7 +5,8 @@
 //!
 //! `spin_read_iter()` (include/linux/spin.h), called by the VFS read entry points, hands every
 //! read to [`spin_route_read_iter`] while a spin GPU buffer exists. The router walks the
-//! destination's user segments; a part that lies in a user mapping of a spin dma-buf is routed,
+//! destination's user segments; a part that lies in GPU memory (a user mapping of a spin dma-buf,
+//! or any other user mapping of p2pdma pages, such as upstream's `p2pmem/allocate`) is routed,
 //! everything else is read as usual. A routed part is clipped to the file size, planned in
 //! chunks of at most [`CHUNK`] bytes ([`crate::sched::plan`]: unaligned head and tail through
 //! the page cache, the pages in between scheduled on their residency by
@@ -30,7 +31,7 @@ mod readahead;
 mod state;
 mod writer;
 
-pub(crate) use glue::RouteKey;
+pub(crate) use glue::{mark_p2pdma_mapped, RouteKey};
 
 use crate::sched::{
     self,
@@ -38,7 +39,17 @@ use crate::sched::{
     Path, RunsBuilder, Segment, Slot,
 };
 use glue::{Fallback, FileInfo, RaWindow, Request};
-use kernel::{bindings, mm::MmWithUser, page::PAGE_SIZE, pci, prelude::*, sync::aref::ARef};
+use kernel::{
+    bindings,
+    mm::{
+        virt::{flags as vm_flags, VmaRef},
+        MmWithUser,
+    },
+    page::PAGE_SIZE,
+    pci,
+    prelude::*,
+    sync::aref::ARef,
+};
 use state::{Account, Mode};
 
 /// Largest part of a request planned at once: 8 MiB, 2048 pages of 4 KiB. Bounds the
@@ -61,21 +72,39 @@ enum Dest {
     Host { end: usize },
 }
 
-/// Classifies the user address `addr` of `mm`.
+/// Classifies the user address `addr` of `mm`: GPU memory is a mapping of a spin dma-buf or any
+/// other user mapping of p2pdma pages (upstream's `p2pmem/allocate`, ...).
+///
+/// Spin's own mappings are recognised by their VMA under the per-VMA lock. Others are
+/// recognised by the page mapped at `addr`, a page table walk that needs `mmap_lock`: only
+/// `VM_MIXEDMAP` VMAs (whose pages were inserted with `vm_insert_page()`, as
+/// `p2pmem/allocate`'s are) take that path.
 fn classify(mm: &MmWithUser, addr: usize) -> Dest {
-    let look = |vma: &kernel::mm::virt::VmaRef| match crate::exporter::mapping_provider(vma) {
-        Some(pdev) => Dest::Gpu {
+    let spin = |vma: &VmaRef| {
+        crate::exporter::mapping_provider(vma).map(|pdev| Dest::Gpu {
             end: vma.end(),
             pdev,
-        },
-        None => Dest::Host { end: vma.end() },
+        })
     };
     if let Some(vma) = mm.lock_vma_under_rcu(addr) {
-        return look(&vma);
+        if let Some(dest) = spin(&vma) {
+            return dest;
+        }
+        if vma.flags() & vm_flags::MIXEDMAP == 0 {
+            return Dest::Host { end: vma.end() };
+        }
+        // The per-VMA lock is dropped here, before `mmap_lock` is taken.
     }
     let guard = mm.mmap_read_lock();
     match guard.vma_lookup(addr) {
-        Some(vma) => look(vma),
+        Some(vma) => spin(vma)
+            .or_else(|| {
+                glue::p2p_provider_at(&guard, addr).map(|pdev| Dest::Gpu {
+                    end: vma.end(),
+                    pdev,
+                })
+            })
+            .unwrap_or(Dest::Host { end: vma.end() }),
         None => Dest::Host { end: usize::MAX },
     }
 }
@@ -422,16 +451,20 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
         &many[..n]
     };
     let p2p_legs = legs.iter().filter(|l| l.path == Path::P2p).count();
-    let outcome = KVVec::from_elem(None, legs.len(), GFP_KERNEL);
-    let batch = match p2p_legs {
-        0 => Ok(None),
-        n => glue::AioBatch::new(ctx.req, n).map(Some),
+    let Ok(mut outcome) = KVVec::from_elem(None, legs.len(), GFP_KERNEL) else {
+        ctx.account.internal();
+        return ctx.copy(pos, addr, len);
     };
-    match (outcome, batch) {
-        (Ok(mut outcome), Ok(mut batch)) => {
-            execute(ctx, pos, addr, legs, &mut outcome, batch.as_mut())
-        }
-        _ => {
+    if p2p_legs == 0 {
+        return execute(ctx, pos, addr, legs, &mut outcome, None);
+    }
+    let req = ctx.req;
+    let run = |batch: &mut glue::AioBatch<'_, '_>| {
+        execute(ctx, pos, addr, legs, &mut outcome, Some(batch))
+    };
+    match glue::with_aio(req, p2p_legs, run) {
+        Ok(r) => r,
+        Err(_) => {
             ctx.account.internal();
             ctx.copy(pos, addr, len)
         }

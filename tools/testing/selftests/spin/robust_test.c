@@ -10,6 +10,8 @@
  *     planning of a routed read and of a routed write fails; the read must
  *     return the bytes by page-cache copy (fallback_internal), the write
  *     must go through the page cache (write_fallback_internal).
+ *  6. Only processes that mapped p2pdma memory are routed (MMF_P2PDMA): a
+ *     forked child that inherited a GPU mapping is routed too.
  *  5. Reads and writes through overlayfs are routed once, at the file the
  *     caller opened (overlayfs has no block device: fallback no_bdev), not a
  *     second time when overlayfs calls vfs_iter_read()/vfs_iter_write() on
@@ -29,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../kselftest.h"
@@ -251,6 +254,51 @@ static void test_internal(void)
 	unlink(path);
 }
 
+/* ---- 6. the per-mm gate: a forked child is routed too ------------------------ */
+
+static void test_fork(void)
+{
+	const char *path = "/mnt/rb-ext4/fork";
+	const size_t len = 4 * MiB;
+	long long p0, p1;
+	char why[256] = "ok";
+	int fd, status = -1, ok = 1;
+	pid_t child;
+
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	spin_pattern_fill(host, 0, len, 12);
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || drop_caches()) {
+		ksft_test_result_fail("fork: setup: %s\n", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	/*
+	 * Only processes that mapped p2pdma memory are looked at (MMF_P2PDMA):
+	 * a child inherits the mapping, and must inherit the mark with it.
+	 */
+	p0 = spin_stat_get(GSTAT, "bytes_p2p");
+	child = fork();
+	if (child == 0)
+		_exit(pread(fd, gmem, len, 0) == (ssize_t)len ? 0 : 1);
+	waitpid(child, &status, 0);
+	p1 = spin_stat_get(GSTAT, "bytes_p2p");
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		snprintf(why, sizeof(why), "the child's pread failed");
+		ok = 0;
+	}
+	if (ok && spin_gpu_check(gpu, gmem, len, 12, 0, why, sizeof(why)))
+		ok = 0;
+	if (ok && p1 - p0 <= 0) {
+		snprintf(why, sizeof(why), "no P2P bytes: the child's read was not routed");
+		ok = 0;
+	}
+	ksft_test_result(ok, "a forked child's read into its inherited GPU mapping is routed (%lld P2P bytes; %s)\n",
+			 p1 - p0, why);
+	close(fd);
+	unlink(path);
+}
+
 /* ---- 5. overlayfs: routed once ------------------------------------------------ */
 
 static void test_overlay(void)
@@ -321,7 +369,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(4);
+	ksft_set_plan(5);
 	signal(SIGXFSZ, SIG_IGN);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
@@ -341,6 +389,7 @@ int main(void)
 
 	mkfs_mount(SPIN_NVME0_SERIAL, "mkfs.ext4 -q -F", "ext4", "/mnt/rb-ext4", 2, dev0,
 		   sizeof(dev0));
+	test_fork();
 	test_overlay();
 	unmount(2);
 

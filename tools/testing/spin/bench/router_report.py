@@ -15,7 +15,7 @@ Goals of issue #5 are reported, never asserted:
     mostly cover both resident and non-resident pages (router_bench's "mixed" share >= 0.5);
   - small sequential reads (below the readahead window), GPU read-ahead (#9): auto >= 0.97 x
     the best fixed path in every cell, and auto / pagecache >= 0.95 on an uncached file;
-  - CPU-only: buffered reads into host memory with the router's static key on / off >= 0.99
+  - CPU-only: buffered reads into host memory, a process with GPU memory mapped / one without (MMF_P2PDMA) >= 0.99
     (and against a CONFIG_SPIN=n kernel when that run exists).
 The exit status is non-zero only when there is nothing to report.
 """
@@ -205,7 +205,7 @@ def report(d, nospin):
     if d["cpu"]:
         ns = {r["test"]: r for r in nospin["cpu"]} if nospin else {}
         w("### CPU-only: buffered reads into host memory (MB/s, median)\n")
-        cols = "| test | key off (no GPU buffer) | key on (GPU buffer mapped) | on / off |"
+        cols = "| test | off (process without GPU mappings) | on (process with a GPU buffer mapped) | on / off |"
         sep = "| --- | --- | --- | --- |"
         if ns:
             cols += " CONFIG_SPIN=n | off / SPIN=n | on / SPIN=n |"

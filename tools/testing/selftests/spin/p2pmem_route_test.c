@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Buffered I/O with upstream's p2pmem/allocate mappings (issues #12 and #17,
+ * item 10): the router recognises GPU memory by its pages (p2pdma pages of a
+ * provider), not only spin's dma-buf mappings, so unmodified tools that map
+ * p2pmem/allocate get routed reads and writes.
+ *
+ * On ext4 (spin-nvme0) and xfs (spin-nvme1), with the stand-in GPU's
+ * p2pmem/allocate mapped MAP_SHARED:
+ *  - a buffered pread of an uncached file into it: the bytes, checked from
+ *    the host side of the GPU memory; the disk's counters show P2P bytes;
+ *  - a buffered pwrite from it, unaligned: the file holds the bytes after
+ *    drop_caches; the counters show P2P bytes exactly for the aligned body;
+ *  - fio with --iomem=mmapshared:p2pmem/allocate, buffered (psync, and
+ *    pvsync2 on ext4), writing with verify=crc32c and then verifying alone
+ *    from an uncached file: no verify or I/O error, and the router moved
+ *    bytes by P2P both ways.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "spin_lib.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+#define MAP_LEN (8 * MiB)
+
+struct fs {
+	const char *name, *serial, *type, *mkfs, *dir;
+	char dev[64], stat[PATH_MAX];
+	unsigned int lbs;
+	uint64_t seed;
+};
+
+static char gpu[PATH_MAX], p2pmem[PATH_MAX + 32];
+static uint8_t *map, *host;
+static pid_t main_pid;
+static const char *mounted[2];
+
+static void restore(void)
+{
+	if (getpid() != main_pid)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(mounted); i++)
+		if (mounted[i] && umount(mounted[i]))
+			ksft_print_msg("umount %s: %s\n", mounted[i], strerror(errno));
+}
+
+static int drop_caches(void)
+{
+	sync();
+	return spin_write_file("/proc/sys/vm/drop_caches", "3");
+}
+
+static int run(const char *cmd)
+{
+	int status = system(cmd);
+
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_rw(struct fs *fs)
+{
+	char path[PATH_MAX], why[256] = "ok";
+	const uint64_t pos = 1000, len = 4 * MiB + 777;
+	uint64_t body = (pos + len) / fs->lbs * fs->lbs - (pos + fs->lbs - 1) / fs->lbs * fs->lbs;
+	long long p0, p1;
+	int fd, ok = 1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/data", fs->dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	spin_pattern_fill(host, 0, MAP_LEN, fs->seed);
+	if (fd < 0 || pwrite(fd, host, MAP_LEN, 0) != (ssize_t)MAP_LEN || fsync(fd) ||
+	    drop_caches()) {
+		ksft_test_result_fail("%s: setup: %s\n", fs->name, strerror(errno));
+		ksft_test_result_fail("%s: write: not run\n", fs->name);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	p0 = spin_stat_get(fs->stat, "bytes_p2p");
+	n = pread(fd, map, MAP_LEN, 0);
+	p1 = spin_stat_get(fs->stat, "bytes_p2p");
+	if (n != (ssize_t)MAP_LEN) {
+		snprintf(why, sizeof(why), "pread: %zd (%s)", n, strerror(errno));
+		ok = 0;
+	}
+	if (ok && spin_gpu_check(gpu, map, MAP_LEN, fs->seed, 0, why, sizeof(why)))
+		ok = 0;
+	if (ok && p1 - p0 <= 0) {
+		snprintf(why, sizeof(why), "no P2P bytes counted");
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: buffered pread into p2pmem/allocate: routed, %lld P2P bytes, bytes right (%s)\n",
+			 fs->name, p1 - p0, why);
+
+	snprintf(why, sizeof(why), "ok");
+	ok = !spin_gpu_fill(gpu, map + pos, len, fs->seed + 1, pos);
+	p0 = spin_stat_get(fs->stat, "write_bytes_p2p");
+	n = ok ? pwrite(fd, map + pos, len, pos) : -1;
+	p1 = spin_stat_get(fs->stat, "write_bytes_p2p");
+	if (n != (ssize_t)len) {
+		snprintf(why, sizeof(why), "pwrite: %zd (%s)", n, strerror(errno));
+		ok = 0;
+	}
+	if (ok && p1 - p0 != (long long)body) {
+		snprintf(why, sizeof(why), "P2P bytes %lld, want the body's %llu", p1 - p0,
+			 (unsigned long long)body);
+		ok = 0;
+	}
+	if (ok && (drop_caches() || pread(fd, host, len, pos) != (ssize_t)len ||
+		   spin_pattern_check(host, pos, len, fs->seed + 1) >= 0)) {
+		snprintf(why, sizeof(why), "the file does not hold the written bytes");
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: buffered pwrite from p2pmem/allocate: the aligned body by P2P (%s)\n",
+			 fs->name, why);
+	close(fd);
+	unlink(path);
+}
+
+static void test_fio(struct fs *fs, const char *engine)
+{
+	char cmd[2 * PATH_MAX + 128], job[PATH_MAX + 640];
+	long long r0, r1, w0, w1;
+	int wr, vr;
+
+	snprintf(job, sizeof(job), "--name=gpu --filename=%s/fio.dat --size=32M --bs=1M "
+		 "--ioengine=%s --direct=0 --iomem=mmapshared:%s --verify=crc32c --verify_fatal=1",
+		 fs->dir, engine, p2pmem);
+	r0 = spin_stat_get(fs->stat, "bytes_p2p");
+	w0 = spin_stat_get(fs->stat, "write_bytes_p2p");
+	snprintf(cmd, sizeof(cmd), "fio %s --rw=write --end_fsync=1 >/tmp/fio-w.log 2>&1", job);
+	wr = run(cmd);
+	drop_caches();
+	snprintf(cmd, sizeof(cmd), "fio %s --rw=read --verify_only=1 >/tmp/fio-v.log 2>&1", job);
+	vr = run(cmd);
+	r1 = spin_stat_get(fs->stat, "bytes_p2p");
+	w1 = spin_stat_get(fs->stat, "write_bytes_p2p");
+	if (wr || vr)
+		run("cat /tmp/fio-w.log /tmp/fio-v.log >&2");
+	ksft_test_result(!wr && !vr && r1 > r0 && w1 > w0,
+			 "%s: fio %s, buffered, --iomem=mmapshared:p2pmem/allocate, write + crc32c verify: exit %d/%d, P2P bytes written %lld, read %lld\n",
+			 fs->name, engine, wr, vr, w1 - w0, r1 - r0);
+	snprintf(cmd, sizeof(cmd), "%s/fio.dat", fs->dir);
+	unlink(cmd);
+}
+
+static void fs_setup(struct fs *fs, int slot)
+{
+	char cmd[256], *slash;
+
+	if (spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)))
+		ksft_exit_fail_msg("no block device with serial %s\n", fs->serial);
+	slash = strrchr(fs->dev, '/');
+	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", slash + 1);
+	snprintf(cmd, sizeof(cmd), "/sys/block/%s/queue/logical_block_size", slash + 1);
+	fs->lbs = spin_read_ll(cmd);
+	if (fs->lbs < 512 || fs->lbs > 4096)
+		ksft_exit_fail_msg("%s: logical block size %u\n", fs->dev, fs->lbs);
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
+	mkdir(fs->dir, 0755);
+	if (system(cmd) || mount(fs->dev, fs->dir, fs->type, 0, NULL))
+		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->dev, strerror(errno));
+	mounted[slot] = fs->dir;
+}
+
+int main(void)
+{
+	struct fs all[] = {
+		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
+		  .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/pm-ext4", .seed = 301 },
+		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
+		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/pm-xfs", .seed = 401 },
+	};
+	int fd;
+
+	main_pid = getpid();
+	ksft_print_header();
+	ksft_set_plan(ARRAY_SIZE(all) * 3 + 1);
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		ksft_exit_fail_msg("stand-in GPU not found\n");
+	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
+		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
+	snprintf(p2pmem, sizeof(p2pmem), "%s/p2pmem/allocate", gpu);
+	fd = open(p2pmem, O_RDWR);
+	map = fd < 0 ? MAP_FAILED : mmap(NULL, MAP_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	host = spin_alloc_aligned(MAP_LEN);
+	if (map == MAP_FAILED || !host)
+		ksft_exit_fail_msg("mmap %s: %s\n", p2pmem, strerror(errno));
+	atexit(restore);
+
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		struct fs *fs = &all[i];
+
+		fs_setup(fs, i);
+		test_rw(fs);
+		test_fio(fs, "psync");
+		if (i == 0)
+			test_fio(fs, "pvsync2");
+		mounted[i] = NULL;
+		if (umount(fs->dir))
+			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
+	}
+	munmap(map, MAP_LEN);
+	close(fd);
+	ksft_finished();
+}
