@@ -58,24 +58,8 @@ pub(crate) fn mode() -> Mode {
         .unwrap_or(Mode::Auto)
 }
 
-/// Counters of routed requests, for one disk or for the whole system.
-pub(crate) struct Counters {
-    requests: Atomic<u64>,
-    bytes_pc: Atomic<u64>,
-    bytes_p2p: Atomic<u64>,
-    segs_pc: Atomic<u64>,
-    segs_p2p: Atomic<u64>,
-    io_error: Atomic<u64>,
-    internal: Atomic<u64>,
-    fallback: [Atomic<u64>; Fallback::ALL.len()],
-    ra_requests: Atomic<u64>,
-    ra_hits: Atomic<u64>,
-    ra_pages: Atomic<u64>,
-    writes: WriteCounters,
-}
-
-/// Counters of routed writes from GPU memory (see rust/spin/router/writer.rs).
-struct WriteCounters {
+/// Counters of one direction of routed requests: reads into GPU memory or writes from it.
+struct Flow {
     requests: Atomic<u64>,
     bytes_pc: Atomic<u64>,
     bytes_p2p: Atomic<u64>,
@@ -86,7 +70,7 @@ struct WriteCounters {
     fallback: [Atomic<u64>; Fallback::ALL.len()],
 }
 
-impl WriteCounters {
+impl Flow {
     const fn new() -> Self {
         Self {
             requests: Atomic::new(0),
@@ -100,67 +84,70 @@ impl WriteCounters {
         }
     }
 
-    fn show(&self, f: &mut Formatter<'_>) -> core::fmt::Result {
-        let v = |a: &Atomic<u64>| a.load(Relaxed);
-        writeln!(f, "write_requests {}", v(&self.requests))?;
-        writeln!(f, "write_bytes_pagecache {}", v(&self.bytes_pc))?;
-        writeln!(f, "write_bytes_p2p {}", v(&self.bytes_p2p))?;
-        writeln!(f, "write_segments_pagecache {}", v(&self.segs_pc))?;
-        writeln!(f, "write_segments_p2p {}", v(&self.segs_p2p))?;
-        for (reason, count) in Fallback::ALL.iter().zip(&self.fallback).skip(1) {
-            writeln!(
-                f,
-                "write_fallback_{} {}",
-                reason.name().to_str().unwrap_or("?"),
-                v(count)
-            )?;
+    fn request(&self, reason: Fallback) {
+        self.requests.add(1, Relaxed);
+        if reason != Fallback::None {
+            self.fallback[reason as usize].add(1, Relaxed);
         }
-        writeln!(f, "write_fallback_io_error {}", v(&self.io_error))?;
-        writeln!(f, "write_fallback_internal {}", v(&self.internal))
     }
+
+    fn segment(&self, p2p: bool, bytes: u64) {
+        if p2p {
+            self.segs_p2p.add(1, Relaxed);
+            self.bytes_p2p.add(bytes, Relaxed);
+        } else {
+            self.segs_pc.add(1, Relaxed);
+            self.bytes_pc.add(bytes, Relaxed);
+        }
+    }
+
+    /// Shows the counters, each name after `prefix`; the fallback reasons `skip` are left out
+    /// (they cannot happen in this direction).
+    fn show(&self, f: &mut Formatter<'_>, prefix: &str, skip: Fallback) -> core::fmt::Result {
+        let v = |a: &Atomic<u64>| a.load(Relaxed);
+        writeln!(f, "{prefix}requests {}", v(&self.requests))?;
+        writeln!(f, "{prefix}bytes_pagecache {}", v(&self.bytes_pc))?;
+        writeln!(f, "{prefix}bytes_p2p {}", v(&self.bytes_p2p))?;
+        writeln!(f, "{prefix}segments_pagecache {}", v(&self.segs_pc))?;
+        writeln!(f, "{prefix}segments_p2p {}", v(&self.segs_p2p))?;
+        let reasons = Fallback::ALL.iter().zip(&self.fallback).skip(1);
+        for (reason, count) in reasons.filter(|(r, _)| **r != skip) {
+            let name = reason.name().to_str().unwrap_or("?");
+            writeln!(f, "{prefix}fallback_{name} {}", v(count))?;
+        }
+        writeln!(f, "{prefix}fallback_io_error {}", v(&self.io_error))?;
+        writeln!(f, "{prefix}fallback_internal {}", v(&self.internal))
+    }
+}
+
+/// Counters of routed requests, for one disk or for the whole system.
+pub(crate) struct Counters {
+    reads: Flow,
+    ra_requests: Atomic<u64>,
+    ra_hits: Atomic<u64>,
+    ra_pages: Atomic<u64>,
+    writes: Flow,
 }
 
 impl Counters {
     const fn new() -> Self {
         Self {
-            requests: Atomic::new(0),
-            bytes_pc: Atomic::new(0),
-            bytes_p2p: Atomic::new(0),
-            segs_pc: Atomic::new(0),
-            segs_p2p: Atomic::new(0),
-            io_error: Atomic::new(0),
-            internal: Atomic::new(0),
-            fallback: [const { Atomic::new(0) }; Fallback::ALL.len()],
+            reads: Flow::new(),
             ra_requests: Atomic::new(0),
             ra_hits: Atomic::new(0),
             ra_pages: Atomic::new(0),
-            writes: WriteCounters::new(),
+            writes: Flow::new(),
         }
     }
 
     fn show(&self, f: &mut Formatter<'_>) -> core::fmt::Result {
         let v = |a: &Atomic<u64>| a.load(Relaxed);
-        writeln!(f, "requests {}", v(&self.requests))?;
-        writeln!(f, "bytes_pagecache {}", v(&self.bytes_pc))?;
-        writeln!(f, "bytes_p2p {}", v(&self.bytes_p2p))?;
-        writeln!(f, "segments_pagecache {}", v(&self.segs_pc))?;
-        writeln!(f, "segments_p2p {}", v(&self.segs_p2p))?;
         // Only writes can go to the end of the file.
-        let reads = Fallback::ALL.iter().zip(&self.fallback).skip(1);
-        for (reason, count) in reads.filter(|(r, _)| **r != Fallback::Append) {
-            writeln!(
-                f,
-                "fallback_{} {}",
-                reason.name().to_str().unwrap_or("?"),
-                v(count)
-            )?;
-        }
-        writeln!(f, "fallback_io_error {}", v(&self.io_error))?;
-        writeln!(f, "fallback_internal {}", v(&self.internal))?;
+        self.reads.show(f, "", Fallback::Append)?;
         writeln!(f, "ra_requests {}", v(&self.ra_requests))?;
         writeln!(f, "ra_hits {}", v(&self.ra_hits))?;
         writeln!(f, "ra_pages_prefetched {}", v(&self.ra_pages))?;
-        self.writes.show(f)
+        self.writes.show(f, "write_", Fallback::None)
     }
 }
 
@@ -182,26 +169,12 @@ impl Account {
 
     /// A request was routed; `reason` is [`Fallback::None`] if it was scheduled.
     pub(crate) fn request(&self, reason: Fallback) {
-        self.each(|c| {
-            c.requests.add(1, Relaxed);
-            if reason != Fallback::None {
-                c.fallback[reason as usize].add(1, Relaxed);
-            }
-        });
+        self.each(|c| c.reads.request(reason));
     }
 
     /// A segment of `bytes` was transferred by P2P DMA (`p2p`) or by page-cache copy.
     pub(crate) fn segment(&self, p2p: bool, bytes: usize) {
-        let bytes = bytes as u64;
-        self.each(|c| {
-            if p2p {
-                c.segs_p2p.add(1, Relaxed);
-                c.bytes_p2p.add(bytes, Relaxed);
-            } else {
-                c.segs_pc.add(1, Relaxed);
-                c.bytes_pc.add(bytes, Relaxed);
-            }
-        });
+        self.each(|c| c.reads.segment(p2p, bytes as u64));
     }
 
     /// A small sequential read was taken through the page cache with read-ahead (GPU
@@ -225,34 +198,19 @@ impl Account {
     /// A P2P segment failed and is redone through the page cache.
     pub(crate) fn io_error(&self) {
         self.each(|c| {
-            c.io_error.add(1, Relaxed);
+            c.reads.io_error.add(1, Relaxed);
         });
     }
 
     /// A write was routed; `reason` is [`Fallback::None`] if it was split.
     pub(crate) fn write_request(&self, reason: Fallback) {
-        self.each(|c| {
-            c.writes.requests.add(1, Relaxed);
-            if reason != Fallback::None {
-                c.writes.fallback[reason as usize].add(1, Relaxed);
-            }
-        });
+        self.each(|c| c.writes.request(reason));
     }
 
     /// A write segment of `bytes` went by P2P DMA (`p2p`: a direct write) or through the page
     /// cache.
     pub(crate) fn write_segment(&self, p2p: bool, bytes: usize) {
-        let bytes = bytes as u64;
-        let w = |c: &Counters| {
-            if p2p {
-                c.writes.segs_p2p.add(1, Relaxed);
-                c.writes.bytes_p2p.add(bytes, Relaxed);
-            } else {
-                c.writes.segs_pc.add(1, Relaxed);
-                c.writes.bytes_pc.add(bytes, Relaxed);
-            }
-        };
-        self.each(w);
+        self.each(|c| c.writes.segment(p2p, bytes as u64));
     }
 
     /// A direct write segment failed and is redone through the page cache.
@@ -266,7 +224,7 @@ impl Account {
     /// its part is copied through the page cache instead.
     pub(crate) fn internal(&self) {
         self.each(|c| {
-            c.internal.add(1, Relaxed);
+            c.reads.internal.add(1, Relaxed);
         });
     }
 
@@ -544,7 +502,7 @@ mod tests {
     #[test]
     fn stat_lists_every_counter() {
         let c = Counters::new();
-        c.fallback[Fallback::Queue as usize].add(3, Relaxed);
+        c.reads.fallback[Fallback::Queue as usize].add(3, Relaxed);
         c.writes.fallback[Fallback::Append as usize].add(2, Relaxed);
         let mut buf = [0u8; 1024];
         let mut f = Formatter::new(&mut buf);

@@ -577,18 +577,12 @@ static void test_knob(struct fs *fs)
 
 static void fs_setup(struct fs *fs, int slot)
 {
-	char cmd[256], *slash;
-
-	if (spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)))
-		ksft_exit_fail_msg("no block device with serial %s\n", fs->serial);
-	slash = strrchr(fs->dev, '/');
-	snprintf(fs->disk, sizeof(fs->disk), "%s", slash + 1);
-	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
-	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
-	mkdir(fs->dir, 0755);
-	if (system(cmd) || mount(fs->dev, fs->dir, fs->type, 0, NULL))
-		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->dev, strerror(errno));
+	if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, 0, fs->dev, sizeof(fs->dev),
+			 fs->disk, sizeof(fs->disk)))
+		ksft_exit_fail_msg("%s on %s (%s): %s\n", fs->type, fs->dev, fs->serial,
+				   strerror(errno));
 	mounted[slot] = fs->dir;
+	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
 }
 
 int main(void)

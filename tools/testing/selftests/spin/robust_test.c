@@ -66,14 +66,10 @@ static int drop_caches(void)
 static void mkfs_mount(const char *serial, const char *mkfs, const char *type,
 		       const char *dir, int slot, char *dev, size_t devlen)
 {
-	char cmd[256];
+	char disk[32];
 
-	if (spin_nvme_blockdev(serial, dev, devlen))
-		ksft_exit_fail_msg("no block device with serial %s\n", serial);
-	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", mkfs, dev);
-	mkdir(dir, 0755);
-	if (system(cmd) || mount(dev, dir, type, 0, NULL))
-		ksft_exit_fail_msg("%s on %s: %s\n", mkfs, dev, strerror(errno));
+	if (spin_fs_make(serial, mkfs, type, dir, 0, dev, devlen, disk, sizeof(disk)))
+		ksft_exit_fail_msg("%s on %s (%s): %s\n", type, dev, serial, strerror(errno));
 	mounts[slot] = dir;
 }
 

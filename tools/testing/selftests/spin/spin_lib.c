@@ -13,7 +13,9 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 #include <linux/dma-heap.h>
@@ -140,6 +142,36 @@ static int blockdev(const char *prefix, const char *attr, const char *serial, ch
 int spin_nvme_blockdev(const char *serial, char *dev, size_t len)
 {
 	return blockdev("nvme", "device/serial", serial, dev, len);
+}
+
+/*
+ * A fresh filesystem on the NVMe disk with @serial: run @mkfs (a command
+ * line such as "mkfs.xfs -q -f", the device appended) and mount it at @dir
+ * (created if needed) as @type with mount @flags. Fills @dev with the block
+ * device and @disk with its name (for /sys/block/<disk>/...). Returns 0, or
+ * -1 with errno set (ENODEV: no such disk).
+ */
+int spin_fs_make(const char *serial, const char *mkfs, const char *type, const char *dir,
+		 unsigned long flags, char *dev, size_t devlen, char *disk, size_t disklen)
+{
+	char cmd[512];
+	const char *slash;
+	int status;
+
+	if (spin_nvme_blockdev(serial, dev, devlen)) {
+		errno = ENODEV;
+		return -1;
+	}
+	slash = strrchr(dev, '/');
+	snprintf(disk, disklen, "%s", slash ? slash + 1 : dev);
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", mkfs, dev);
+	mkdir(dir, 0755);
+	status = system(cmd);
+	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		errno = EIO;
+		return -1;
+	}
+	return mount(dev, dir, type, flags, NULL);
 }
 
 /* The block device of the virtio-blk disk with @serial. */

@@ -26,6 +26,8 @@ long long spin_stat_get(const char *path, const char *name);
 
 int spin_nvme_ctrl(const char *serial, char *ctrl, size_t len);
 int spin_nvme_blockdev(const char *serial, char *dev, size_t len);
+int spin_fs_make(const char *serial, const char *mkfs, const char *type, const char *dir,
+		 unsigned long flags, char *dev, size_t devlen, char *disk, size_t disklen);
 int spin_virtio_blockdev(const char *serial, char *dev, size_t len);
 int spin_nvme_pcidir(const char *serial, char *dir, size_t len);
 int spin_pci_find(unsigned int vendor, unsigned int device, char *dir, size_t len);
