@@ -54,8 +54,9 @@ ssize_t spin_route_write_iter(struct kiocb *iocb, struct iov_iter *iter);
  * @iocb: the read's control block
  * @iter: the destination
  *
- * Context: as for ->read_iter(); called by the VFS read entry points
- * (read(2), pread(2), readv(2), preadv(2), preadv2(2)) only.
+ * Context: as for ->read_iter(); called by the read entry points of user
+ * space only: read(2), pread(2), readv(2), preadv(2), preadv2(2), io_uring
+ * (IORING_OP_READ, IORING_OP_READV) and aio (IOCB_CMD_PREAD, PREADV).
  * Return: as ->read_iter().
  */
 static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
@@ -70,9 +71,10 @@ static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
  * @iocb: the write's control block
  * @iter: the source
  *
- * Context: as for ->write_iter(); called by the VFS write entry points
- * (write(2), pwrite(2), writev(2), pwritev(2), pwritev2(2)) only, inside
- * file_start_write().
+ * Context: as for ->write_iter(); called by the write entry points of user
+ * space only, inside file_start_write(): write(2), pwrite(2), writev(2),
+ * pwritev(2), pwritev2(2), io_uring (IORING_OP_WRITE, IORING_OP_WRITEV) and
+ * aio (IOCB_CMD_PWRITE, PWRITEV).
  * Return: as ->write_iter().
  */
 static inline ssize_t spin_write_iter(struct kiocb *iocb, struct iov_iter *iter)
@@ -85,7 +87,14 @@ static inline ssize_t spin_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 /* Thin helpers of rust/spin/spin_glue.c for the Rust side. */
 void spin_route_key_get(void);
 void spin_route_key_put(void);
-bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter);
+/* What spin_routable() says of a request. */
+enum spin_route_verdict {
+	SPIN_ROUTE_NO,		/* pass it on unchanged */
+	SPIN_ROUTE_YES,		/* look at it; it may block */
+	SPIN_ROUTE_LATER,	/* it must not block: -EAGAIN if it is GPU I/O */
+};
+
+int spin_routable(const struct kiocb *iocb, const struct iov_iter *iter);
 bool spin_iocb_append(const struct kiocb *iocb);
 void spin_mm_mark_p2pdma(struct mm_struct *mm);
 struct pci_dev *spin_vma_p2p_provider(struct vm_area_struct *vma,

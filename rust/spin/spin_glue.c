@@ -47,21 +47,33 @@ void spin_route_key_put(void)
 }
 
 /**
- * spin_routable - could the router split this request at all?
+ * spin_routable - could the router split this request, and may it block?
  * @iocb: the read's or write's control block
  * @iter: its destination or source
  *
  * Only buffered reads and writes of regular files from or into user memory
- * are routed; direct I/O keeps upstream semantics exactly, and non-blocking
- * requests must not wait for the router's I/O.
+ * are routed; direct I/O keeps upstream semantics exactly. A request that
+ * must not block cannot wait for the router's I/O: a non-blocking read
+ * (IOCB_NOWAIT) is passed on, to copy what is cached; a non-blocking write,
+ * and a read io_uring retries with IOCB_WAITQ, are answered -EAGAIN when
+ * they touch GPU memory, so that io_uring issues them again from a worker
+ * that may block (and RWF_NOWAIT callers learn that they would block).
  *
- * Return: %true if the destination should be looked at.
+ * Return: %SPIN_ROUTE_NO, %SPIN_ROUTE_YES or %SPIN_ROUTE_LATER.
  */
-bool spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
+int spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 {
-	return user_backed_iter(iter) && iov_iter_count(iter) &&
-	       !(iocb->ki_flags & (IOCB_DIRECT | IOCB_NOWAIT)) &&
-	       S_ISREG(file_inode(iocb->ki_filp)->i_mode);
+	bool write = iov_iter_rw(iter) == WRITE;
+
+	if (!user_backed_iter(iter) || !iov_iter_count(iter) ||
+	    (iocb->ki_flags & IOCB_DIRECT) ||
+	    !S_ISREG(file_inode(iocb->ki_filp)->i_mode))
+		return SPIN_ROUTE_NO;
+	if (iocb->ki_flags & IOCB_NOWAIT)
+		return write ? SPIN_ROUTE_LATER : SPIN_ROUTE_NO;
+	if (iocb->ki_flags & IOCB_WAITQ)
+		return SPIN_ROUTE_LATER;
+	return SPIN_ROUTE_YES;
 }
 
 /**
@@ -189,8 +201,10 @@ ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 	struct iov_iter iter;
 	struct kiocb kiocb;
 
+	/* A synchronous clone: no completion callback, no wait queue. */
 	kiocb_clone(&kiocb, orig, file);
 	kiocb.ki_pos = pos;
+	kiocb.ki_flags &= ~IOCB_WAITQ;
 	if (direct)
 		kiocb.ki_flags |= IOCB_DIRECT;
 	else
@@ -225,6 +239,7 @@ ssize_t spin_sub_write(struct kiocb *orig, loff_t pos, unsigned long addr,
 
 	kiocb_clone(&kiocb, orig, file);
 	kiocb.ki_pos = pos;
+	kiocb.ki_flags &= ~IOCB_WAITQ;
 	if (direct)
 		kiocb.ki_flags |= IOCB_DIRECT;
 	else
@@ -316,7 +331,8 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 
 	kiocb_clone(&kiocb, orig, file);
 	kiocb.ki_pos = pos;
-	kiocb.ki_flags = (kiocb.ki_flags & ~IOCB_DIRECT) | IOCB_DONTCACHE;
+	kiocb.ki_flags = (kiocb.ki_flags & ~(IOCB_DIRECT | IOCB_WAITQ)) |
+			 IOCB_DONTCACHE;
 	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
 	ret = file->f_op->read_iter(&kiocb, &iter);
 
@@ -443,7 +459,8 @@ void spin_aio_start(struct spin_aio_batch *batch, unsigned int idx,
 
 	kiocb_clone(&aio->iocb, orig, file);
 	aio->iocb.ki_pos = pos;
-	aio->iocb.ki_flags = (orig->ki_flags | IOCB_DIRECT) & ~IOCB_HIPRI;
+	aio->iocb.ki_flags = (orig->ki_flags | IOCB_DIRECT) &
+			     ~(IOCB_HIPRI | IOCB_WAITQ);
 	aio->iocb.ki_complete = spin_aio_complete;
 	init_completion(&aio->done);
 	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);

@@ -101,6 +101,18 @@ impl Fallback {
     }
 }
 
+/// What `spin_routable()` says of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Routable {
+    /// Pass it on unchanged.
+    No,
+    /// Look at it; it may block.
+    Yes,
+    /// It must not block: if it touches GPU memory, answer `EAGAIN` (io_uring then issues it
+    /// again from a worker that may block).
+    Later,
+}
+
 /// What the router needs to know about a file (see `spin_file_check()`).
 pub(crate) struct FileInfo {
     /// Device number of the file's whole disk, 0 if none.
@@ -228,10 +240,15 @@ impl Request<'_> {
         }
     }
 
-    /// Whether the read could be split at all (buffered, regular file, user memory).
-    pub(crate) fn routable(&self) -> bool {
+    /// Whether the request could be split at all (buffered, regular file, user memory), and
+    /// whether it may block (see `spin_routable()`).
+    pub(crate) fn routable(&self) -> Routable {
         // SAFETY: Both pointers are valid (type invariants).
-        unsafe { bindings::spin_routable(self.iocb.as_ptr(), self.iter.as_ptr()) }
+        match unsafe { bindings::spin_routable(self.iocb.as_ptr(), self.iter.as_ptr()) } as u32 {
+            bindings::spin_route_verdict_SPIN_ROUTE_YES => Routable::Yes,
+            bindings::spin_route_verdict_SPIN_ROUTE_LATER => Routable::Later,
+            _ => Routable::No,
+        }
     }
 
     /// The non-empty user segments of the destination, from its current position:
@@ -621,10 +638,11 @@ impl Iterator for Segments<'_, '_> {
     }
 }
 
-/// Emits the `spin_route` tracepoint.
+/// Emits the `spin_route` tracepoint, or `spin_route_write` for a write.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn trace_route(
     info: &FileInfo,
+    write: bool,
     pos: i64,
     len: usize,
     mode: &CStr,
@@ -633,37 +651,14 @@ pub(crate) fn trace_route(
     bytes_p2p: u64,
     segs: u32,
 ) {
-    // SAFETY: Plain values and NUL-terminated static strings.
-    unsafe {
-        bindings::spin_trace_route(
-            info.devt,
-            info.ino,
-            pos,
-            len,
-            mode.as_char_ptr(),
-            reason.name().as_char_ptr(),
-            bytes_pc,
-            bytes_p2p,
-            segs,
-        )
+    let emit = if write {
+        bindings::spin_trace_route_write
+    } else {
+        bindings::spin_trace_route
     };
-}
-
-/// Emits the `spin_route_write` tracepoint.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn trace_route_write(
-    info: &FileInfo,
-    pos: i64,
-    len: usize,
-    mode: &CStr,
-    reason: Fallback,
-    bytes_pc: u64,
-    bytes_p2p: u64,
-    segs: u32,
-) {
     // SAFETY: Plain values and NUL-terminated static strings.
     unsafe {
-        bindings::spin_trace_route_write(
+        emit(
             info.devt,
             info.ino,
             pos,

@@ -38,7 +38,7 @@ use crate::sched::{
     plan::{self, Leg},
     Path, RunsBuilder, Segment, Slot,
 };
-use glue::{Fallback, FileInfo, RaWindow, Request};
+use glue::{Fallback, FileInfo, RaWindow, Request, Routable};
 use kernel::{
     bindings,
     mm::{
@@ -154,7 +154,8 @@ unsafe extern "C" fn spin_route_write_iter(
 
 /// Routes a request that touches GPU memory; passes every other one on unchanged.
 fn enter(req: &mut Request<'_>) -> isize {
-    if !req.routable() {
+    let routable = req.routable();
+    if routable == Routable::No {
         return req.passthrough();
     }
     let current = kernel::current!();
@@ -163,6 +164,10 @@ fn enter(req: &mut Request<'_>) -> isize {
     };
     if !any_gpu(req, mm) {
         return req.passthrough();
+    }
+    if routable == Routable::Later {
+        // The router's I/O blocks: io_uring issues the request again from a worker.
+        return EAGAIN.to_errno() as isize;
     }
     if req.append() && !single_gpu_piece(req, mm) {
         // A write to the end of the file must land in one piece: only a source that is one
@@ -389,6 +394,7 @@ fn route_gpu(
     }
     glue::trace_route(
         &ctx.info,
+        false,
         pos,
         len,
         mode.name(),

@@ -172,8 +172,9 @@ pub(super) fn route(
     } else {
         split(&mut ctx, pos, addr, len)
     };
-    glue::trace_route_write(
+    glue::trace_route(
         &ctx.info,
+        true,
         at,
         len,
         mode.name(),
@@ -251,8 +252,9 @@ pub(super) fn append_fallback(req: &Request<'_>) {
     if let Ok((_, account)) = state::disk(info.devt) {
         account.write_request(Fallback::Append);
     }
-    glue::trace_route_write(
+    glue::trace_route(
         &info,
+        true,
         req.file_size(),
         0,
         state::mode().name(),

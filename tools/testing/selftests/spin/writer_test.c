@@ -27,6 +27,7 @@
  *  - ENOSPC mid-request: a short count or ENOSPC, and what was reported
  *    written is there after fsync;
  *  - the fallbacks mode (pagecache) and misaligned, with the data right;
+ *  - RWF_NOWAIT: EAGAIN, nothing written (the routed write would block);
  *  - O_DIRECT pwrite from GPU memory, upstream's path, beside it.
  */
 #define _GNU_SOURCE
@@ -834,6 +835,25 @@ static void test_fallbacks(struct fs *fs)
 	ksft_test_result(ok, "%s: fallbacks mode (pagecache) and misaligned: counted, no P2P, bytes right (%s)\n",
 			 fs->name, why);
 
+	/*
+	 * RWF_NOWAIT: the routed write would block (io_uring's first attempt
+	 * is such a write; it then retries from a worker): EAGAIN, nothing
+	 * written.
+	 */
+	{
+		struct iovec iov = { gmem + SRC, MiB };
+		ssize_t n;
+		int e;
+
+		ok = !gpu_fill(SRC, MiB, 0, seed + 2);
+		n = ok ? pwritev2(fd, &iov, 1, 0, RWF_NOWAIT) : 0;
+		e = errno;
+		snprintf(why, sizeof(why), "pwritev2: %zd (%s)", n, n < 0 ? strerror(e) : "-");
+		ok = ok && n == -1 && e == EAGAIN && !file_ok(fd, 0, MiB, seed, why, sizeof(why));
+		ksft_test_result(ok, "%s: RWF_NOWAIT write from GPU memory: EAGAIN, the file unchanged (%s)\n",
+				 fs->name, why);
+	}
+
 	/* O_DIRECT from GPU memory: upstream's path, not routed. */
 	dfd = open(path, O_RDWR | O_DIRECT);
 	counts(fs, &c0);
@@ -859,22 +879,18 @@ static void test_fallbacks(struct fs *fs)
 
 static void fs_setup(struct fs *fs, int slot)
 {
-	char cmd[256], *slash;
+	char path[PATH_MAX];
 
-	if (spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)))
-		ksft_exit_fail_msg("no block device with serial %s\n", fs->serial);
-	slash = strrchr(fs->dev, '/');
-	snprintf(fs->disk, sizeof(fs->disk), "%s", slash + 1);
+	if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, 0, fs->dev, sizeof(fs->dev),
+			 fs->disk, sizeof(fs->disk)))
+		ksft_exit_fail_msg("%s on %s (%s): %s\n", fs->type, fs->dev, fs->serial,
+				   strerror(errno));
+	mounted[slot] = fs->dir;
 	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
-	snprintf(cmd, sizeof(cmd), "/sys/block/%s/queue/logical_block_size", fs->disk);
-	fs->lbs = spin_read_ll(cmd);
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/logical_block_size", fs->disk);
+	fs->lbs = spin_read_ll(path);
 	if (fs->lbs < 512 || fs->lbs > PG)
 		ksft_exit_fail_msg("%s: logical block size %u\n", fs->disk, fs->lbs);
-	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
-	mkdir(fs->dir, 0755);
-	if (system(cmd) || mount(fs->dev, fs->dir, fs->type, 0, NULL))
-		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->dev, strerror(errno));
-	mounted[slot] = fs->dir;
 }
 
 int main(void)
@@ -889,7 +905,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 12);
+	ksft_set_plan(ARRAY_SIZE(all) * 13);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
@@ -918,7 +934,7 @@ int main(void)
 		test_rlimit(fs);		/* 1 */
 		test_inode_flags(fs);		/* 1 */
 		test_allocation(fs);		/* 1 */
-		test_fallbacks(fs);		/* 2 */
+		test_fallbacks(fs);		/* 3 */
 		test_enospc(fs);		/* 1 */
 		mounted[i] = NULL;
 		if (umount(fs->dir))

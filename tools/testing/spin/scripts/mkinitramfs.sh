@@ -61,6 +61,9 @@ for b in "$here"/../bench/*.c; do
 done
 
 cp "$guest/init" "$stage/init"
+# fio regression jobs (run by fio_test).
+mkdir -p "$stage/spin/fio"
+cp "$here"/../fio/*.fio "$stage/spin/fio/"
 cp "$guest/run.sh" "$guest/demo.sh" "$stage/spin/"
 mknod -m 600 "$stage/dev/console" c 5 1
 
