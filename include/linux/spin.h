@@ -92,7 +92,11 @@ enum spin_route_verdict {
 	SPIN_ROUTE_NO,		/* pass it on unchanged */
 	SPIN_ROUTE_YES,		/* look at it; it may block */
 	SPIN_ROUTE_LATER,	/* it must not block: -EAGAIN if it is GPU I/O */
+	SPIN_ROUTE_CACHED,	/* a non-blocking read: if it is GPU I/O, copy
+				 * what is cached and start no I/O */
 };
+
+ssize_t spin_read_cached(struct kiocb *iocb, struct iov_iter *iter);
 
 int spin_routable(const struct kiocb *iocb, const struct iov_iter *iter);
 bool spin_iocb_append(const struct kiocb *iocb);

@@ -54,12 +54,15 @@ void spin_route_key_put(void)
  * Only buffered reads and writes of regular files from or into user memory
  * are routed; direct I/O keeps upstream semantics exactly. A request that
  * must not block cannot wait for the router's I/O: a non-blocking read
- * (IOCB_NOWAIT) is passed on, to copy what is cached; a non-blocking write,
- * and a read io_uring retries with IOCB_WAITQ, are answered -EAGAIN when
- * they touch GPU memory, so that io_uring issues them again from a worker
- * that may block (and RWF_NOWAIT callers learn that they would block).
+ * (IOCB_NOWAIT) into GPU memory copies what is cached and starts no I/O
+ * (spin_read_cached(): read-ahead started here would put the data in the
+ * page cache instead of sending it by P2P); a non-blocking write, and a
+ * read io_uring retries with IOCB_WAITQ, are answered -EAGAIN when they
+ * touch GPU memory, so that io_uring issues them again from a worker that
+ * may block (and RWF_NOWAIT callers learn that they would block).
  *
- * Return: %SPIN_ROUTE_NO, %SPIN_ROUTE_YES or %SPIN_ROUTE_LATER.
+ * Return: %SPIN_ROUTE_NO, %SPIN_ROUTE_YES, %SPIN_ROUTE_CACHED or
+ * %SPIN_ROUTE_LATER.
  */
 int spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 {
@@ -70,7 +73,7 @@ int spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 	    !S_ISREG(file_inode(iocb->ki_filp)->i_mode))
 		return SPIN_ROUTE_NO;
 	if (iocb->ki_flags & IOCB_NOWAIT)
-		return write ? SPIN_ROUTE_LATER : SPIN_ROUTE_NO;
+		return write ? SPIN_ROUTE_LATER : SPIN_ROUTE_CACHED;
 	if (iocb->ki_flags & IOCB_WAITQ)
 		return SPIN_ROUTE_LATER;
 	return SPIN_ROUTE_YES;
@@ -129,6 +132,26 @@ void spin_mm_mark_p2pdma(struct mm_struct *mm)
 bool spin_iocb_append(const struct kiocb *iocb)
 {
 	return iocb->ki_flags & IOCB_APPEND;
+}
+
+/**
+ * spin_read_cached - a non-blocking read that starts no I/O
+ * @iocb: the read's control block, with IOCB_NOWAIT
+ * @iter: its destination
+ *
+ * Calls ->read_iter() with IOCB_NOIO: the pages that are cached are copied,
+ * the read ends at the first that is not (-EAGAIN if that is the first).
+ *
+ * Return: as ->read_iter().
+ */
+ssize_t spin_read_cached(struct kiocb *iocb, struct iov_iter *iter)
+{
+	ssize_t ret;
+
+	iocb->ki_flags |= IOCB_NOIO;
+	ret = iocb->ki_filp->f_op->read_iter(iocb, iter);
+	iocb->ki_flags &= ~IOCB_NOIO;
+	return ret;
 }
 
 /**

@@ -111,6 +111,9 @@ pub(crate) enum Routable {
     /// It must not block: if it touches GPU memory, answer `EAGAIN` (io_uring then issues it
     /// again from a worker that may block).
     Later,
+    /// A non-blocking read: if it touches GPU memory, copy what is cached and start no I/O
+    /// ([`Request::read_cached`]).
+    Cached,
 }
 
 /// What the router needs to know about a file (see `spin_file_check()`).
@@ -240,6 +243,16 @@ impl Request<'_> {
         }
     }
 
+    /// Passes a non-blocking read on with `IOCB_NOIO`: copies what is cached, starts no I/O.
+    pub(crate) fn read_cached(&mut self) -> isize {
+        if self.write {
+            return EINVAL.to_errno() as isize;
+        }
+        // SAFETY: `iocb` and `iter` are the caller's valid arguments of a `->read_iter()` call
+        // (type invariants).
+        unsafe { bindings::spin_read_cached(self.iocb.as_ptr(), self.iter.as_ptr()) }
+    }
+
     /// Whether the request could be split at all (buffered, regular file, user memory), and
     /// whether it may block (see `spin_routable()`).
     pub(crate) fn routable(&self) -> Routable {
@@ -247,6 +260,7 @@ impl Request<'_> {
         match unsafe { bindings::spin_routable(self.iocb.as_ptr(), self.iter.as_ptr()) } as u32 {
             bindings::spin_route_verdict_SPIN_ROUTE_YES => Routable::Yes,
             bindings::spin_route_verdict_SPIN_ROUTE_LATER => Routable::Later,
+            bindings::spin_route_verdict_SPIN_ROUTE_CACHED => Routable::Cached,
             _ => Routable::No,
         }
     }

@@ -165,9 +165,12 @@ fn enter(req: &mut Request<'_>) -> isize {
     if !any_gpu(req, mm) {
         return req.passthrough();
     }
-    if routable == Routable::Later {
+    match routable {
         // The router's I/O blocks: io_uring issues the request again from a worker.
-        return EAGAIN.to_errno() as isize;
+        Routable::Later => return EAGAIN.to_errno() as isize,
+        // Read-ahead started now would bring the data into the page cache, not by P2P.
+        Routable::Cached => return req.read_cached(),
+        _ => {}
     }
     if req.append() && !single_gpu_piece(req, mm) {
         // A write to the end of the file must land in one piece: only a source that is one
