@@ -24,7 +24,7 @@ export BUILD KSRC KOBJ
 # VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router bench-writer series series-check export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-writer bench-uring series series-check export clean \
 	distclean
 
 help:
@@ -132,6 +132,18 @@ bench-writer: tree
 	grep -v '^@@' $(WRITER_OUT)/results.log | tr -d '\r' > $(WRITER_OUT)/summary.md; \
 	echo "[bench] report: $(WRITER_OUT)/summary.md"; \
 	if grep -q '^not ok' $(WRITER_OUT)/summary.md; then rc=1; fi; exit $$rc
+
+## bench-uring: io_uring reads into GPU memory (#12): buffered (routed) vs O_DIRECT, iodepth 32
+# Same throttled drives as bench-router. URING_BENCH_ARGS adds uring_bench.* options.
+URING_OUT := $(BUILD)/bench-uring
+bench-uring: tree
+	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(PY) $(SCRIPTS)/vm.py --mode bench \
+		--bench uring_bench --out $(URING_OUT) \
+		--bps $${SPIN_VM_BPS:-$(ROUTER_BPS)} --iops $${SPIN_VM_IOPS:-$(ROUTER_IOPS)} \
+		--timeout $${SPIN_VM_TIMEOUT:-1800} --append "$(URING_BENCH_ARGS)"' || rc=$$?; \
+	grep -v '^@@' $(URING_OUT)/results.log | tr -d '\r' > $(URING_OUT)/summary.md; \
+	echo "[bench] report: $(URING_OUT)/summary.md"; \
+	if grep -q '^not ok' $(URING_OUT)/summary.md; then rc=1; fi; exit $$rc
 
 ## series: emit the patch series with a cover letter into build/series
 series: tree
