@@ -87,13 +87,19 @@ static inline ssize_t spin_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 /* Thin helpers of rust/spin/spin_glue.c for the Rust side. */
 void spin_route_key_get(void);
 void spin_route_key_put(void);
-/* What spin_routable() says of a request. */
+/**
+ * enum spin_route_verdict - what spin_routable() says of a request
+ * @SPIN_ROUTE_NO: pass it on unchanged
+ * @SPIN_ROUTE_YES: look at it; it may block
+ * @SPIN_ROUTE_LATER: it must not block: -EAGAIN if it is GPU I/O
+ * @SPIN_ROUTE_CACHED: a non-blocking read: if it is GPU I/O, copy what is
+ *                     cached and start no I/O
+ */
 enum spin_route_verdict {
-	SPIN_ROUTE_NO,		/* pass it on unchanged */
-	SPIN_ROUTE_YES,		/* look at it; it may block */
-	SPIN_ROUTE_LATER,	/* it must not block: -EAGAIN if it is GPU I/O */
-	SPIN_ROUTE_CACHED,	/* a non-blocking read: if it is GPU I/O, copy
-				 * what is cached and start no I/O */
+	SPIN_ROUTE_NO,
+	SPIN_ROUTE_YES,
+	SPIN_ROUTE_LATER,
+	SPIN_ROUTE_CACHED,
 };
 
 ssize_t spin_read_cached(struct kiocb *iocb, struct iov_iter *iter);

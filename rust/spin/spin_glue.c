@@ -709,12 +709,6 @@ static const struct attribute_group spin_kobj_attr_group = {
 #ifdef CONFIG_SPIN_FAULT_INJECTION
 static DECLARE_FAULT_ATTR(fail_spin_plan);
 
-static int __init setup_fail_spin_plan(char *str)
-{
-	return setup_fault_attr(&fail_spin_plan, str);
-}
-__setup("fail_spin_plan=", setup_fail_spin_plan);
-
 /**
  * spin_should_fail_plan - should planning this routed request fail?
  *

@@ -100,7 +100,7 @@ static int json_clean(const char *path)
 
 static void run_job(struct fs *fs, const char *job)
 {
-	int direct = strstr(job, "-direct") != NULL;
+	int direct = !!strstr(job, "-direct");
 	char cmd[3 * PATH_MAX], why[256] = "ok";
 	long long w0, w1, r0, r1;
 	int ok = 1, wr, vr;
@@ -108,7 +108,8 @@ static void run_job(struct fs *fs, const char *job)
 	w0 = spin_stat_get(fs->stat, "write_bytes_p2p");
 	r0 = spin_stat_get(fs->stat, "bytes_p2p");
 	snprintf(cmd, sizeof(cmd), "SPIN_FIO_FILE=%s/fio.dat fio --output-format=json "
-		 "--output=/tmp/fio-w.json %s/%s >/dev/null 2>/tmp/fio-w.err", fs->dir, JOB_DIR, job);
+		 "--output=/tmp/fio-w.json %s/%s >/dev/null 2>/tmp/fio-w.err",
+		 fs->dir, JOB_DIR, job);
 	wr = run(cmd);
 	if (spin_write_file("/proc/sys/vm/drop_caches", "3"))
 		ok = 0;
@@ -132,7 +133,8 @@ static void run_job(struct fs *fs, const char *job)
 		snprintf(why, sizeof(why), "an O_DIRECT job was routed");
 		ok = 0;
 	}
-	ksft_test_result(ok, "%s: %s: write + crc32c verify, P2P bytes written %lld, read %lld (%s)\n",
+	ksft_test_result(ok,
+			 "%s: %s: write + crc32c verify, P2P bytes written %lld, read %lld (%s)\n",
 			 fs->name, job, w1 - w0, r1 - r0, why);
 	snprintf(cmd, sizeof(cmd), "%s/fio.dat", fs->dir);
 	unlink(cmd);
@@ -152,7 +154,7 @@ int main(void)
 	ksft_print_header();
 	list_jobs();
 	for (int j = 0; j < njobs; j++)
-		nseq += strstr(jobs[j], "-seq.fio") != NULL;
+		nseq += !!strstr(jobs[j], "-seq.fio");
 	ksft_set_plan(njobs + nseq);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");

@@ -54,7 +54,7 @@ static void restore(void)
 			ksft_print_msg("umount %s: %s\n", mounted[i], strerror(errno));
 }
 
-static int drop_caches(void)
+static int uncache(void)
 {
 	sync();
 	return spin_write_file("/proc/sys/vm/drop_caches", "3");
@@ -73,7 +73,7 @@ static void test_rw(struct fs *fs)
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, MAP_LEN, fs->seed);
 	if (fd < 0 || pwrite(fd, host, MAP_LEN, 0) != (ssize_t)MAP_LEN || fsync(fd) ||
-	    drop_caches()) {
+	    uncache()) {
 		ksft_test_result_fail("%s: setup: %s\n", fs->name, strerror(errno));
 		ksft_test_result_fail("%s: write: not run\n", fs->name);
 		if (fd >= 0)
@@ -93,7 +93,8 @@ static void test_rw(struct fs *fs)
 		snprintf(why, sizeof(why), "no P2P bytes counted");
 		ok = 0;
 	}
-	ksft_test_result(ok, "%s: buffered pread into p2pmem/allocate: routed, %lld P2P bytes, bytes right (%s)\n",
+	ksft_test_result(ok,
+			 "%s: buffered pread into p2pmem/allocate: routed, %lld P2P bytes, bytes right (%s)\n",
 			 fs->name, p1 - p0, why);
 
 	snprintf(why, sizeof(why), "ok");
@@ -110,12 +111,13 @@ static void test_rw(struct fs *fs)
 			 (unsigned long long)body);
 		ok = 0;
 	}
-	if (ok && (drop_caches() || pread(fd, host, len, pos) != (ssize_t)len ||
+	if (ok && (uncache() || pread(fd, host, len, pos) != (ssize_t)len ||
 		   spin_pattern_check(host, pos, len, fs->seed + 1) >= 0)) {
 		snprintf(why, sizeof(why), "the file does not hold the written bytes");
 		ok = 0;
 	}
-	ksft_test_result(ok, "%s: buffered pwrite from p2pmem/allocate: the aligned body by P2P (%s)\n",
+	ksft_test_result(ok,
+			 "%s: buffered pwrite from p2pmem/allocate: the aligned body by P2P (%s)\n",
 			 fs->name, why);
 	close(fd);
 	unlink(path);

@@ -57,7 +57,7 @@ static void restore(void)
 			ksft_print_msg("umount %s: %s\n", mounts[i], strerror(errno));
 }
 
-static int drop_caches(void)
+static int uncache(void)
 {
 	sync();
 	return spin_write_file("/proc/sys/vm/drop_caches", "3");
@@ -110,14 +110,15 @@ static void test_top(void)
 	 * the largest offset, then read back into GPU memory from 100 bytes
 	 * before the data (a hole) to the end.
 	 */
-	if (spin_gpu_fill(gpu, gmem + src, len, 7, data) ||
-	    (n = pwrite(fd, gmem + src, len, data)) != (ssize_t)len) {
+	n = spin_gpu_fill(gpu, gmem + src, len, 7, data) ? -1 : pwrite(fd, gmem + src, len, data);
+	if (n != (ssize_t)len) {
 		snprintf(why, sizeof(why), "pwrite from GPU memory at %lld: %s", (long long)data,
 			 strerror(errno));
 		ok = 0;
 	}
-	if (ok && (lseek(fd, 0, SEEK_END) != max || drop_caches())) {
-		snprintf(why, sizeof(why), "size %lld, want %lld", (long long)lseek(fd, 0, SEEK_END),
+	if (ok && (lseek(fd, 0, SEEK_END) != max || uncache())) {
+		snprintf(why, sizeof(why),
+			 "size %lld, want %lld", (long long)lseek(fd, 0, SEEK_END),
 			 (long long)max);
 		ok = 0;
 	}
@@ -132,7 +133,7 @@ static void test_top(void)
 			 (long long)(data + spin_pattern_check(host + 100, data, len, 7)));
 		ok = 0;
 	}
-	if (ok && drop_caches())
+	if (ok && uncache())
 		ok = 0;
 	n = ok ? pread(fd, gmem + dst, len + 100, data - 100) : 0;
 	if (ok && n != (ssize_t)(len + 100)) {
@@ -146,7 +147,8 @@ static void test_top(void)
 		snprintf(why, sizeof(why), "the hole before the data is not zero");
 		ok = 0;
 	}
-	ksft_test_result(ok, "xfs: a write from and a read into GPU memory ending at MAX_LFS_FILESIZE (%s)\n",
+	ksft_test_result(ok,
+			 "xfs: a write from and a read into GPU memory ending at MAX_LFS_FILESIZE (%s)\n",
 			 why);
 	close(fd);
 	unlink(path);
@@ -179,14 +181,13 @@ static void test_internal(void)
 	ssize_t n;
 
 	if (access(FAIL_DIR, F_OK)) {
-		ksft_test_result_fail("%s is absent: this test needs the debug kernel (CONFIG_SPIN_FAULT_INJECTION)\n",
-				      FAIL_DIR);
+		ksft_test_result_fail("%s is absent: this test needs the debug kernel\n", FAIL_DIR);
 		ksft_test_result_fail("internal failure of a write: not run\n");
 		return;
 	}
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, len, 8);
-	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || drop_caches()) {
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || uncache()) {
 		ksft_test_result_fail("internal failures: setup: %s\n", strerror(errno));
 		ksft_test_result_fail("internal failure of a write: not run\n");
 		if (fd >= 0)
@@ -216,7 +217,8 @@ static void test_internal(void)
 			 int1 - int0, p1 - p0);
 		ok = 0;
 	}
-	ksft_test_result(ok, "a routed read whose planning fails returns the bytes by page-cache copy, counted in fallback_internal (%s)\n",
+	ksft_test_result(ok,
+			 "a routed read whose planning fails returns the bytes by page-cache copy, counted in fallback_internal (%s)\n",
 			 why);
 
 	/* A write whose planning fails goes through the page cache, whole. */
@@ -239,12 +241,13 @@ static void test_internal(void)
 			 w1 - w0, p1 - p0);
 		ok = 0;
 	}
-	if (ok && (drop_caches() || pread(fd, host, MiB, 3000) != (ssize_t)MiB ||
+	if (ok && (uncache() || pread(fd, host, MiB, 3000) != (ssize_t)MiB ||
 		   spin_pattern_check(host, 3000, MiB, 9) >= 0)) {
 		snprintf(why, sizeof(why), "the file does not hold the written bytes");
 		ok = 0;
 	}
-	ksft_test_result(ok, "a routed write whose planning fails goes through the page cache, counted in write_fallback_internal (%s)\n",
+	ksft_test_result(ok,
+			 "a routed write whose planning fails goes through the page cache, counted in write_fallback_internal (%s)\n",
 			 why);
 	close(fd);
 	unlink(path);
@@ -263,7 +266,7 @@ static void test_fork(void)
 
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, len, 12);
-	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || drop_caches()) {
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || uncache()) {
 		ksft_test_result_fail("fork: setup: %s\n", strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -289,7 +292,8 @@ static void test_fork(void)
 		snprintf(why, sizeof(why), "no P2P bytes: the child's read was not routed");
 		ok = 0;
 	}
-	ksft_test_result(ok, "a forked child's read into its inherited GPU mapping is routed (%lld P2P bytes; %s)\n",
+	ksft_test_result(ok,
+			 "a forked child's read into its inherited GPU mapping is routed (%lld P2P bytes; %s)\n",
 			 p1 - p0, why);
 	close(fd);
 	unlink(path);
@@ -319,7 +323,7 @@ static void test_overlay(void)
 	snprintf(path, sizeof(path), "%s/f", merged);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, len, 10);
-	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || drop_caches()) {
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || uncache()) {
 		ksft_test_result_fail("overlayfs: setup: %s\n", strerror(errno));
 		goto out;
 	}
@@ -341,16 +345,18 @@ static void test_overlay(void)
 	nb1 = spin_stat_get(GSTAT, "fallback_no_bdev");
 	w1 = spin_stat_get(GSTAT, "write_requests");
 	if (ok && (r1 - r0 != 1 || nb1 - nb0 != 1 || w1 - w0 != 1)) {
-		snprintf(why, sizeof(why), "read requests +%lld (no_bdev +%lld), write requests +%lld; want +1 each",
+		snprintf(why, sizeof(why),
+			 "read requests +%lld (no_bdev +%lld), write requests +%lld; want +1 each",
 			 r1 - r0, nb1 - nb0, w1 - w0);
 		ok = 0;
 	}
-	if (ok && (drop_caches() || pread(fd, host, len, 0) != (ssize_t)len ||
+	if (ok && (uncache() || pread(fd, host, len, 0) != (ssize_t)len ||
 		   spin_pattern_check(host, 0, len, 11) >= 0)) {
 		snprintf(why, sizeof(why), "the file does not hold the written bytes");
 		ok = 0;
 	}
-	ksft_test_result(ok, "overlayfs over ext4: a read and a write with GPU memory are routed once, at the overlay file (%s)\n",
+	ksft_test_result(ok,
+			 "overlayfs over ext4: a read and a write with GPU memory are routed once, at the overlay file (%s)\n",
 			 why);
 out:
 	if (fd >= 0)

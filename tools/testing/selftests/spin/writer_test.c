@@ -88,7 +88,7 @@ static void restore(void)
 			ksft_print_msg("umount %s: %s\n", mounted[i], strerror(errno));
 }
 
-static int drop_caches(void)
+static int uncache(void)
 {
 	sync();
 	return spin_write_file("/proc/sys/vm/drop_caches", "3");
@@ -138,8 +138,8 @@ static int file_ok(int fd, uint64_t pos, size_t len, uint64_t seed, char *why, s
 		snprintf(why, wl, "check of %zu bytes too large", len);
 		return -1;
 	}
-	if (drop_caches()) {
-		snprintf(why, wl, "drop_caches: %s", strerror(errno));
+	if (uncache()) {
+		snprintf(why, wl, "dropping the caches: %s", strerror(errno));
 		return -1;
 	}
 	if (pread(fd, host, len, pos) != (ssize_t)len) {
@@ -271,7 +271,8 @@ static void test_shapes(struct fs *fs)
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(w) && ok; i++)
 		ok = !file_ok(fd, w[i].pos, w[i].len, seed, why, sizeof(why));
-	ksft_test_result(ok, "%s: aligned, unaligned, write(2) and sub-block writes: %llu P2P bytes for the bodies, %llu through the page cache, bytes right (%s)\n",
+	ksft_test_result(ok,
+			 "%s: aligned, unaligned, write(2) and sub-block writes: %llu P2P bytes for the bodies, %llu through the page cache, bytes right (%s)\n",
 			 fs->name, (unsigned long long)want_p2p, (unsigned long long)want_pc, why);
 
 	/* pwritev: host, GPU, host iovecs; the GPU one unaligned in the file. */
@@ -399,7 +400,8 @@ static void test_consistency(struct fs *fs)
 		ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 		if (ok)
 			ok = !file_ok(fd, 0, len, s0, why, sizeof(why));
-		ksft_test_result(ok, "%s: a concurrent buffered reader sees each page old or new (reader exit %d; %s)\n",
+		ksft_test_result(ok,
+				 "%s: a concurrent buffered reader sees each page old or new (reader exit %d; %s)\n",
 				 fs->name, WIFEXITED(status) ? WEXITSTATUS(status) : -1, why);
 	}
 out:
@@ -444,13 +446,15 @@ static void test_append(struct fs *fs)
 		ok = 0;
 	}
 	if (ok && lseek(fd, 0, SEEK_END) != (off_t)size) {
-		snprintf(why, sizeof(why), "size %lld, want %llu", (long long)lseek(fd, 0, SEEK_END),
+		snprintf(why, sizeof(why),
+			 "size %lld, want %llu", (long long)lseek(fd, 0, SEEK_END),
 			 (unsigned long long)size);
 		ok = 0;
 	}
 	if (ok)
 		ok = !file_ok(fd, 0, size, seed, why, sizeof(why));
-	ksft_test_result(ok, "%s: O_APPEND at an aligned end goes P2P, RWF_APPEND at an unaligned end falls back (append), bytes right (%s)\n",
+	ksft_test_result(ok,
+			 "%s: O_APPEND at an aligned end goes P2P, RWF_APPEND at an unaligned end falls back (append), bytes right (%s)\n",
 			 fs->name, why);
 	close(afd);
 	close(fd);
@@ -533,7 +537,8 @@ static void test_sync(struct fs *fs)
 		n = pwritev2(fd, &iov, 1, pos, v[i].rwf);
 		memset(host, 0, len);
 		if (n != (ssize_t)len) {
-			snprintf(why, sizeof(why), "%s: write %zd: %s", v[i].name, n, strerror(errno));
+			snprintf(why, sizeof(why),
+				 "%s: write %zd: %s", v[i].name, n, strerror(errno));
 			ok = 0;
 		} else if (on_disk(fs, fd, pos, len, host)) {
 			snprintf(why, sizeof(why), "%s: not allocated on the disk on return",
@@ -548,7 +553,8 @@ static void test_sync(struct fs *fs)
 		close(fd);
 		unlink(path);
 	}
-	ksft_test_result(ok, "%s: O_SYNC, O_DSYNC, RWF_DSYNC: the bytes are on the disk on return, head and tail included (%s)\n",
+	ksft_test_result(ok,
+			 "%s: O_SYNC, O_DSYNC, RWF_DSYNC: the bytes are on the disk on return, head and tail included (%s)\n",
 			 fs->name, why);
 }
 
@@ -592,13 +598,15 @@ static void test_rlimit(struct fs *fs)
 	}
 	waitpid(child, &status, 0);
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		snprintf(why, sizeof(why), "child exit %d (11: no short count at the limit, 12: no EFBIG and SIGXFSZ past it)",
+		snprintf(why, sizeof(why),
+			 "child exit %d (11: no short count at the limit, 12: no EFBIG and SIGXFSZ past it)",
 			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	else if (lseek(fd, 0, SEEK_END) != (off_t)limit)
 		snprintf(why, sizeof(why), "size %lld", (long long)lseek(fd, 0, SEEK_END));
 	else
 		file_ok(fd, 0, limit, seed, why, sizeof(why));
-	ksft_test_result(!strcmp(why, "ok"), "%s: RLIMIT_FSIZE: short count at the limit, EFBIG and SIGXFSZ past it (%s)\n",
+	ksft_test_result(!strcmp(why,
+			 "ok"), "%s: RLIMIT_FSIZE: short count at the limit, EFBIG and SIGXFSZ past it (%s)\n",
 			 fs->name, why);
 	close(fd);
 	unlink(path);
@@ -672,7 +680,8 @@ static void test_inode_flags(struct fs *fs)
 	set_flag(fd, FS_APPEND_FL, 0);
 	if (ok)
 		ok = !file_ok(fd, MiB, MiB, seed, why, sizeof(why));
-	ksft_test_result(ok, "%s: immutable file: the routed write does as the filesystem (%s); append-only file: O_APPEND lands at the end (%s)\n",
+	ksft_test_result(ok,
+			 "%s: immutable file: the routed write does as the filesystem (%s); append-only file: O_APPEND lands at the end (%s)\n",
 			 fs->name, n1 < 0 ? strerror(e1) : "written", why);
 	if (afd >= 0)
 		close(afd);
@@ -718,7 +727,7 @@ static void test_allocation(struct fs *fs)
 			 5 * MiB + MiB / 2);
 		ok = 0;
 	}
-	if (ok && (drop_caches() || pread(fd, host, len, 0) != (ssize_t)len)) {
+	if (ok && (uncache() || pread(fd, host, len, 0) != (ssize_t)len)) {
 		snprintf(why, sizeof(why), "read back: %s", strerror(errno));
 		ok = 0;
 	}
@@ -734,7 +743,8 @@ static void test_allocation(struct fs *fs)
 		ok = !file_ok(fd, MiB, 2 * MiB, seed, why, sizeof(why)) &&
 		     !file_ok(fd, 3 * MiB + MiB / 2, MiB + MiB / 2, seed, why, sizeof(why)) &&
 		     !file_ok(fd, 6 * MiB, 2 * MiB, seed, why, sizeof(why));
-	ksft_test_result(ok, "%s: holes, preallocated extents, dirty delayed-allocation pages under a GPU write, extending writes (%s)\n",
+	ksft_test_result(ok,
+			 "%s: holes, preallocated extents, dirty delayed-allocation pages under a GPU write, extending writes (%s)\n",
 			 fs->name, why);
 	close(fd);
 	unlink(path);
@@ -789,7 +799,8 @@ static void test_enospc(struct fs *fs)
 	}
 	if (ok && n > 0)
 		ok = !file_ok(fd, 0, n, seed, why, sizeof(why));
-	ksft_test_result(ok, "%s: ENOSPC mid-request: %zd of %zu bytes reported, and they are there after fsync (%s)\n",
+	ksft_test_result(ok,
+			 "%s: ENOSPC mid-request: %zd of %zu bytes reported, and they are there after fsync (%s)\n",
 			 fs->name, n, len, why);
 out:
 	close(ffd);
@@ -832,7 +843,8 @@ static void test_fallbacks(struct fs *fs)
 	}
 	if (ok)
 		ok = !file_ok(fd, 0, 3 * MiB, seed, why, sizeof(why));
-	ksft_test_result(ok, "%s: fallbacks mode (pagecache) and misaligned: counted, no P2P, bytes right (%s)\n",
+	ksft_test_result(ok,
+			 "%s: fallbacks mode (pagecache) and misaligned: counted, no P2P, bytes right (%s)\n",
 			 fs->name, why);
 
 	/*
@@ -850,7 +862,8 @@ static void test_fallbacks(struct fs *fs)
 		e = errno;
 		snprintf(why, sizeof(why), "pwritev2: %zd (%s)", n, n < 0 ? strerror(e) : "-");
 		ok = ok && n == -1 && e == EAGAIN && !file_ok(fd, 0, MiB, seed, why, sizeof(why));
-		ksft_test_result(ok, "%s: RWF_NOWAIT write from GPU memory: EAGAIN, the file unchanged (%s)\n",
+		ksft_test_result(ok,
+				 "%s: RWF_NOWAIT write from GPU memory: EAGAIN, the file unchanged (%s)\n",
 				 fs->name, why);
 	}
 
