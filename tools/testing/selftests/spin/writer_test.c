@@ -26,7 +26,10 @@
  *    pages under the write, and a write that extends the file;
  *  - ENOSPC mid-request: a short count or ENOSPC, and what was reported
  *    written is there after fsync;
- *  - the fallbacks mode (pagecache) and misaligned, with the data right;
+ *  - mtime and ctime move on a routed write;
+ *  - the fallbacks mode (pagecache) and misaligned, with the data right, and
+ *    once for other disks: no_bdev (tmpfs), distance (spin-nvme2, outside
+ *    the switch) and queue (spin-vblk, virtio-blk);
  *  - RWF_NOWAIT: EAGAIN, nothing written (the routed write would block);
  *  - O_DIRECT pwrite from GPU memory, upstream's path, beside it.
  */
@@ -461,7 +464,7 @@ static void test_append(struct fs *fs)
 	unlink(path);
 }
 
-/* ---- durability: O_SYNC, O_DSYNC, RWF_DSYNC -------------------------------- */
+/* ---- durability: O_SYNC, O_DSYNC, RWF_DSYNC, RWF_SYNC ---------------------- */
 
 /* Read the file's bytes @pos..+@len from the block device, at its extents. */
 static int on_disk(const struct fs *fs, int fd, uint64_t pos, size_t len, uint8_t *out)
@@ -516,6 +519,7 @@ static void test_sync(struct fs *fs)
 {
 	static const struct { const char *name; int oflag, rwf; } v[] = {
 		{ "O_SYNC", O_SYNC, 0 }, { "O_DSYNC", O_DSYNC, 0 }, { "RWF_DSYNC", 0, RWF_DSYNC },
+		{ "RWF_SYNC", 0, RWF_SYNC },
 	};
 	char why[256] = "ok";
 	int ok = 1;
@@ -554,7 +558,7 @@ static void test_sync(struct fs *fs)
 		unlink(path);
 	}
 	ksft_test_result(ok,
-			 "%s: O_SYNC, O_DSYNC, RWF_DSYNC: the bytes are on the disk on return, head and tail included (%s)\n",
+			 "%s: O_SYNC, O_DSYNC, RWF_DSYNC, RWF_SYNC: the bytes are on the disk on return, head and tail included (%s)\n",
 			 fs->name, why);
 }
 
@@ -888,6 +892,91 @@ static void test_fallbacks(struct fs *fs)
 	unlink(path);
 }
 
+/* ---- timestamps ------------------------------------------------------------ */
+
+static void test_times(struct fs *fs)
+{
+	struct timespec old[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
+	char path[PATH_MAX], why[256] = "ok";
+	int fd = make_file(fs, "times", MiB, fs->seed + 70, path), ok;
+	struct stat st;
+
+	/* mtime and ctime far in the past, then a routed write: both move to now. */
+	ok = fd >= 0 && !futimens(fd, old) && !gpu_fill(SRC, MiB, 0, fs->seed + 71) &&
+	     pwrite(fd, gmem + SRC, MiB, 0) == (ssize_t)MiB && !fstat(fd, &st);
+	if (!ok)
+		snprintf(why, sizeof(why), "setup or write: %s", strerror(errno));
+	if (ok && (st.st_mtime <= old[1].tv_sec + 1000 || st.st_ctime <= old[1].tv_sec + 1000)) {
+		snprintf(why, sizeof(why), "mtime %lld, ctime %lld not updated",
+			 (long long)st.st_mtime, (long long)st.st_ctime);
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: a routed write updates mtime and ctime (%s)\n", fs->name, why);
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+}
+
+/* ---- the fallbacks of other disks: no_bdev, distance, queue --------------- */
+
+static void test_disk_fallbacks(void)
+{
+	static const struct {
+		const char *name, *serial, *type, *mkfs, *dir, *counter;
+		int virtio;
+	} d[] = {
+		{ "tmpfs (no block device)", NULL, "tmpfs", NULL, "/mnt/wr-tmpfs",
+		  "write_fallback_no_bdev", 0 },
+		{ "ext4 on spin-nvme2 (no P2P path)", SPIN_NVME2_SERIAL, "ext4",
+		  "mkfs.ext4 -q -F", "/mnt/wr-far", "write_fallback_distance", 0 },
+		{ "xfs on spin-vblk (no P2PDMA queue)", SPIN_VBLK_SERIAL, "xfs", "mkfs.xfs -q -f",
+		  "/mnt/wr-vblk", "write_fallback_queue", 1 },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(d); i++) {
+		char dev[64], cmd[256], path[PATH_MAX], why[256] = "ok";
+		long long c0, c1, p0, p1;
+		int fd, ok = 1;
+
+		mkdir(d[i].dir, 0755);
+		if (!d[i].serial) {
+			ok = !mount("tmpfs", d[i].dir, "tmpfs", 0, "size=64m");
+		} else {
+			ok = !(d[i].virtio ? spin_virtio_blockdev(d[i].serial, dev, sizeof(dev)) :
+					     spin_nvme_blockdev(d[i].serial, dev, sizeof(dev)));
+			snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", d[i].mkfs, dev);
+			ok = ok && !system(cmd) && !mount(dev, d[i].dir, d[i].type, 0, NULL);
+		}
+		if (!ok) {
+			ksft_test_result_fail("%s: setup: %s\n", d[i].name, strerror(errno));
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/f", d[i].dir);
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		c0 = spin_stat_get(SPIN_SYS "/stat", d[i].counter);
+		p0 = spin_stat_get(SPIN_SYS "/stat", "write_bytes_p2p");
+		ok = fd >= 0 && !gpu_fill(SRC, 2 * MiB, 0, 90 + i) &&
+		     pwrite(fd, gmem + SRC, 2 * MiB, 0) == (ssize_t)(2 * MiB);
+		c1 = spin_stat_get(SPIN_SYS "/stat", d[i].counter);
+		p1 = spin_stat_get(SPIN_SYS "/stat", "write_bytes_p2p");
+		if (!ok)
+			snprintf(why, sizeof(why), "write: %s", strerror(errno));
+		if (ok && (c1 - c0 != 1 || p1 != p0)) {
+			snprintf(why, sizeof(why), "%s +%lld, P2P bytes +%lld", d[i].counter,
+				 c1 - c0, p1 - p0);
+			ok = 0;
+		}
+		if (ok)
+			ok = !file_ok(fd, 0, 2 * MiB, 90 + i, why, sizeof(why));
+		ksft_test_result(ok, "%s: a write from GPU memory falls back (%s), bytes right (%s)\n",
+				 d[i].name, d[i].counter, why);
+		if (fd >= 0)
+			close(fd);
+		if (umount(d[i].dir))
+			ksft_print_msg("umount %s: %s\n", d[i].dir, strerror(errno));
+	}
+}
+
 /* ---- setup -------------------------------------------------------------- */
 
 static void fs_setup(struct fs *fs, int slot)
@@ -918,7 +1007,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 13);
+	ksft_set_plan(ARRAY_SIZE(all) * 14 + 3);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
@@ -948,11 +1037,13 @@ int main(void)
 		test_inode_flags(fs);		/* 1 */
 		test_allocation(fs);		/* 1 */
 		test_fallbacks(fs);		/* 3 */
+		test_times(fs);			/* 1 */
 		test_enospc(fs);		/* 1 */
 		mounted[i] = NULL;
 		if (umount(fs->dir))
 			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
 	}
+	test_disk_fallbacks();		/* 3 */
 	munmap(gmem, GPU_LEN);
 	close(buf);
 	close(heap);
