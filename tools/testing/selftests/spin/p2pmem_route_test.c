@@ -23,8 +23,10 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/io_uring.h>
 
 #include "../kselftest.h"
 #include "spin_lib.h"
@@ -123,6 +125,32 @@ static void test_rw(struct fs *fs)
 	unlink(path);
 }
 
+/*
+ * io_uring registered buffers in GPU memory: registration pins the pages
+ * long-term without FOLL_PCI_P2PDMA, which GUP refuses for p2pdma pages, so
+ * READ_FIXED/WRITE_FIXED with GPU memory cannot exist; registration must
+ * fail cleanly, with the errno documented in Documentation/spin/router.rst.
+ */
+static void test_fixed(void)
+{
+	struct io_uring_params p = { 0 };
+	struct iovec iov = { map, MAP_LEN };
+	int ring, ret, e = 0;
+
+	ring = syscall(__NR_io_uring_setup, 4, &p);
+	if (ring < 0) {
+		ksft_test_result_fail("io_uring_setup: %s\n", strerror(errno));
+		return;
+	}
+	ret = syscall(__NR_io_uring_register, ring, IORING_REGISTER_BUFFERS, &iov, 1);
+	if (ret)
+		e = errno;
+	close(ring);
+	ksft_test_result(ret == -1 && e == EREMOTEIO,
+			 "io_uring buffer registration of GPU memory: %d (%s), want EREMOTEIO\n",
+			 ret, ret ? strerror(e) : "registered");
+}
+
 static void fs_setup(struct fs *fs, int slot)
 {
 	char path[PATH_MAX];
@@ -151,7 +179,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 2);
+	ksft_set_plan(ARRAY_SIZE(all) * 2 + 1);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
@@ -173,6 +201,7 @@ int main(void)
 		if (umount(fs->dir))
 			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
 	}
+	test_fixed();
 	munmap(map, MAP_LEN);
 	close(fd);
 	ksft_finished();
