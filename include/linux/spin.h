@@ -135,6 +135,9 @@ void spin_aio_batch_free(struct spin_aio_batch *batch);
  * @ino: inode number, for tracing
  * @client: the disk's PCI device, or %NULL if none was found (a reference
  *          is held; drop it with pci_dev_put())
+ * @stacked: the disk is built on other block devices (md, dm): @client is
+ *           %NULL and spin_file_members() lists the disks under it
+ * @generation: bd_holder_generation() when @stacked was found
  */
 struct spin_file_info {
 	dev_t devt;
@@ -142,9 +145,28 @@ struct spin_file_info {
 	u32 mem_align;
 	u64 ino;
 	struct pci_dev *client;
+	bool stacked;
+	u64 generation;
 };
 
 int spin_file_check(struct file *file, struct spin_file_info *info);
+
+/**
+ * struct spin_member - a disk at the bottom of a stack of disks
+ * @devt: its device number
+ * @pdev: its PCI device, %NULL if it has none (a reference is held; drop it
+ *        with pci_dev_put())
+ */
+struct spin_member {
+	dev_t devt;
+	struct pci_dev *pdev;
+};
+
+/* The most disks spin_file_members() reports under one stacked disk. */
+#define SPIN_MEMBERS_MAX 64
+
+int spin_file_members(struct file *file, struct spin_member *out,
+		      unsigned int max);
 
 /**
  * struct spin_stream - what GPU read-ahead reads of a file's read-ahead state
@@ -198,12 +220,12 @@ int spin_sysfs_init(void);
 bool spin_should_fail_plan(void);
 
 void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
-		      const char *mode, const char *reason, u64 bytes_pc,
-		      u64 bytes_p2p, u32 segs);
+		      const char *mode, const char *reason, dev_t member,
+		      u64 bytes_pc, u64 bytes_p2p, u32 segs);
 void spin_trace_segment(dev_t devt, u64 ino, loff_t pos, size_t len,
 			bool p2p);
 void spin_trace_route_write(dev_t devt, u64 ino, loff_t pos, size_t len,
-			    const char *mode, const char *reason,
+			    const char *mode, const char *reason, dev_t member,
 			    u64 bytes_pc, u64 bytes_p2p, u32 segs);
 
 /* Implemented in Rust: the sysfs files of spin. */

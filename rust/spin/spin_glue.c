@@ -528,6 +528,22 @@ static struct pci_dev *spin_disk_pci_dev(struct gendisk *disk)
 	return NULL;
 }
 
+/*
+ * Is the disk built on other block devices (md, dm)? Asked per request, so
+ * without blk_holder_mutex: a stack being built or torn down may be seen
+ * either way, and either answer is safe (a disk without slaves and without
+ * a PCI ancestor is refused).
+ */
+static bool spin_disk_stacked(struct gendisk *disk)
+{
+#ifdef CONFIG_BLOCK_HOLDER_DEPRECATED
+	/* Unlocked on purpose: a stale answer is safe, see above. */
+	return data_race(!list_empty(&disk->slave_bdevs));
+#else
+	return false;
+#endif
+}
+
 /**
  * spin_file_check - can a file's data be read by P2P direct I/O at all?
  * @file: a regular file open for reading
@@ -567,15 +583,86 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
 	info->offset_align = max(stat.dio_offset_align,
 				 bdev_logical_block_size(bdev));
 	info->mem_align = max(stat.dio_mem_align, bdev_dma_alignment(bdev) + 1);
-	info->client = spin_disk_pci_dev(bdev->bd_disk);
+	info->generation = bd_holder_generation();
+	info->stacked = spin_disk_stacked(bdev->bd_disk);
+	if (!info->stacked)
+		info->client = spin_disk_pci_dev(bdev->bd_disk);
 	return SPIN_FALLBACK_NONE;
 }
 
-void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
-		      const char *mode, const char *reason, u64 bytes_pc,
-		      u64 bytes_p2p, u32 segs)
+/* Disks visited at most while walking one stack: bounds a pathological one. */
+#define SPIN_STACK_VISITS 256
+
+/**
+ * spin_file_members - the disks at the bottom of a file's stacked disk
+ * @file: a file on a stacked disk (spin_file_check() set @stacked)
+ * @out: filled with up to @max disks and their PCI devices
+ * @max: room in @out
+ *
+ * Walks the holder links of the file's disk (md members, dm table devices)
+ * down to the disks that hold no others, and reports each of those with its
+ * first PCI ancestor: the devices that move the data of a bio sent to the
+ * stacked disk. A disk without a PCI ancestor (an NVMe multipath head, a
+ * loop device) is reported with @pdev %NULL.
+ *
+ * Return: the number of disks stored, -%E2BIG if there are more than @max
+ * or the stack is deeper than %SPIN_STACK_VISITS disks, or -%ENOMEM. The
+ * caller drops the PCI device references of the stored entries.
+ */
+int spin_file_members(struct file *file, struct spin_member *out,
+		      unsigned int max)
 {
-	trace_spin_route(devt, ino, pos, len, mode, reason, bytes_pc,
+	struct block_device *bdev = file_inode(file)->i_sb->s_bdev;
+	struct block_device **todo;
+	unsigned int n = 0, top, visits = 0;
+	int ret = 0;
+
+	if (!bdev)
+		return 0;
+	todo = kmalloc_array(SPIN_STACK_VISITS, sizeof(*todo), GFP_KERNEL);
+	if (!todo)
+		return -ENOMEM;
+	top = disk_get_slaves(bdev->bd_disk, todo, SPIN_STACK_VISITS);
+	if (top > SPIN_STACK_VISITS) {
+		visits = top;
+		top = SPIN_STACK_VISITS;
+	}
+	while (top) {
+		struct block_device *slave = todo[--top];
+		struct gendisk *disk = slave->bd_disk;
+		unsigned int more;
+
+		if (++visits > SPIN_STACK_VISITS || n == max) {
+			ret = -E2BIG;
+		} else if (spin_disk_stacked(disk)) {
+			more = disk_get_slaves(disk, todo + top,
+					       SPIN_STACK_VISITS - top);
+			if (more > SPIN_STACK_VISITS - top) {
+				ret = -E2BIG;
+				more = SPIN_STACK_VISITS - top;
+			}
+			top += more;
+		} else {
+			out[n].devt = disk_devt(disk);
+			out[n].pdev = spin_disk_pci_dev(disk);
+			n++;
+		}
+		put_device(&slave->bd_device);
+	}
+	kfree(todo);
+	if (ret) {
+		while (n)
+			pci_dev_put(out[--n].pdev);
+		return ret;
+	}
+	return n;
+}
+
+void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
+		      const char *mode, const char *reason, dev_t member,
+		      u64 bytes_pc, u64 bytes_p2p, u32 segs)
+{
+	trace_spin_route(devt, ino, pos, len, mode, reason, member, bytes_pc,
 			 bytes_p2p, segs);
 }
 
@@ -586,11 +673,11 @@ void spin_trace_segment(dev_t devt, u64 ino, loff_t pos, size_t len,
 }
 
 void spin_trace_route_write(dev_t devt, u64 ino, loff_t pos, size_t len,
-			    const char *mode, const char *reason,
+			    const char *mode, const char *reason, dev_t member,
 			    u64 bytes_pc, u64 bytes_p2p, u32 segs)
 {
-	trace_spin_route_write(devt, ino, pos, len, mode, reason, bytes_pc,
-			       bytes_p2p, segs);
+	trace_spin_route_write(devt, ino, pos, len, mode, reason, member,
+			       bytes_pc, bytes_p2p, segs);
 }
 
 void spin_trace_readahead(dev_t devt, u64 ino, pgoff_t start,

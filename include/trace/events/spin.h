@@ -18,8 +18,10 @@
  */
 DECLARE_EVENT_CLASS(spin_route_class,
 	TP_PROTO(dev_t devt, u64 ino, loff_t pos, size_t len, const char *mode,
-		 const char *reason, u64 bytes_pc, u64 bytes_p2p, u32 segs),
-	TP_ARGS(devt, ino, pos, len, mode, reason, bytes_pc, bytes_p2p, segs),
+		 const char *reason, dev_t member, u64 bytes_pc, u64 bytes_p2p,
+		 u32 segs),
+	TP_ARGS(devt, ino, pos, len, mode, reason, member, bytes_pc, bytes_p2p,
+		segs),
 	TP_STRUCT__entry(
 		__field(dev_t, devt)
 		__field(u64, ino)
@@ -27,6 +29,7 @@ DECLARE_EVENT_CLASS(spin_route_class,
 		__field(size_t, len)
 		__string(mode, mode)
 		__string(reason, reason)
+		__field(dev_t, member)
 		__field(u64, bytes_pc)
 		__field(u64, bytes_p2p)
 		__field(u32, segs)
@@ -38,15 +41,17 @@ DECLARE_EVENT_CLASS(spin_route_class,
 		__entry->len = len;
 		__assign_str(mode);
 		__assign_str(reason);
+		__entry->member = member;
 		__entry->bytes_pc = bytes_pc;
 		__entry->bytes_p2p = bytes_p2p;
 		__entry->segs = segs;
 	),
-	TP_printk("dev=%d:%d ino=%llu pos=%lld len=%zu mode=%s reason=%s pagecache=%llu p2p=%llu segs=%u",
+	TP_printk("dev=%d:%d ino=%llu pos=%lld len=%zu mode=%s reason=%s pagecache=%llu p2p=%llu segs=%u member=%d:%d",
 		  MAJOR(__entry->devt), MINOR(__entry->devt), __entry->ino,
 		  __entry->pos, __entry->len, __get_str(mode),
 		  __get_str(reason), __entry->bytes_pc, __entry->bytes_p2p,
-		  __entry->segs)
+		  __entry->segs, MAJOR(__entry->member),
+		  MINOR(__entry->member))
 );
 
 /**
@@ -54,8 +59,10 @@ DECLARE_EVENT_CLASS(spin_route_class,
  */
 DEFINE_EVENT(spin_route_class, spin_route,
 	TP_PROTO(dev_t devt, u64 ino, loff_t pos, size_t len, const char *mode,
-		 const char *reason, u64 bytes_pc, u64 bytes_p2p, u32 segs),
-	TP_ARGS(devt, ino, pos, len, mode, reason, bytes_pc, bytes_p2p, segs)
+		 const char *reason, dev_t member, u64 bytes_pc, u64 bytes_p2p,
+		 u32 segs),
+	TP_ARGS(devt, ino, pos, len, mode, reason, member, bytes_pc, bytes_p2p,
+		segs)
 );
 
 /**
@@ -64,8 +71,10 @@ DEFINE_EVENT(spin_route_class, spin_route,
  */
 DEFINE_EVENT(spin_route_class, spin_route_write,
 	TP_PROTO(dev_t devt, u64 ino, loff_t pos, size_t len, const char *mode,
-		 const char *reason, u64 bytes_pc, u64 bytes_p2p, u32 segs),
-	TP_ARGS(devt, ino, pos, len, mode, reason, bytes_pc, bytes_p2p, segs)
+		 const char *reason, dev_t member, u64 bytes_pc, u64 bytes_p2p,
+		 u32 segs),
+	TP_ARGS(devt, ino, pos, len, mode, reason, member, bytes_pc, bytes_p2p,
+		segs)
 );
 
 /**

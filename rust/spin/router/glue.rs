@@ -128,6 +128,20 @@ pub(crate) struct FileInfo {
     pub(crate) mem_align: u32,
     /// The disk's PCI device, if one was found.
     pub(crate) client: Option<ARef<pci::Device>>,
+    /// The disk is built on others (md, dm); [`Request::members`] lists the disks under it.
+    pub(crate) stacked: bool,
+    /// The generation of the stacks of disks when `stacked` was found (`bd_holder_generation()`).
+    pub(crate) generation: u64,
+    /// For fallback `distance`: the disk whose PCI device the GPU cannot reach (0 otherwise).
+    pub(crate) member: u32,
+}
+
+/// A disk at the bottom of a stacked disk (see `spin_file_members()`).
+pub(crate) struct Member {
+    /// Its device number.
+    pub(crate) devt: u32,
+    /// Its PCI device, if it has one.
+    pub(crate) pdev: Option<ARef<pci::Device>>,
 }
 
 /// A read or write being routed: the `kiocb` and user memory the VFS passed to
@@ -418,8 +432,37 @@ impl Request<'_> {
                 offset_align: raw.offset_align,
                 mem_align: raw.mem_align,
                 client,
+                stacked: raw.stacked,
+                generation: raw.generation,
+                member: 0,
             },
         )
+    }
+
+    /// The disks at the bottom of the file's stacked disk, each with its PCI device.
+    ///
+    /// Fails with `E2BIG` if there are more than `SPIN_MEMBERS_MAX`.
+    pub(crate) fn members(&self) -> Result<KVec<Member>> {
+        const MAX: usize = bindings::SPIN_MEMBERS_MAX as usize;
+        let mut raw = KVec::<bindings::spin_member>::with_capacity(MAX, GFP_KERNEL)?;
+        let mut out = KVec::<Member>::with_capacity(MAX, GFP_KERNEL)?;
+        // SAFETY: The file is valid (type invariant); `raw` has room for `MAX` entries.
+        let n = unsafe { bindings::spin_file_members(self.file(), raw.as_mut_ptr(), MAX as u32) };
+        let n = usize::try_from(n).map_err(|_| Error::from_errno(n))?;
+        // SAFETY: `spin_file_members()` initialised the first `n <= MAX` entries.
+        unsafe { raw.inc_len(n.min(MAX)) };
+        for m in raw.iter() {
+            let pdev = NonNull::new(m.pdev).map(|p| {
+                // SAFETY: `spin_file_members()` returns each PCI device with a reference held
+                // for us, taken over here once; `pci::Device` is a transparent wrapper of
+                // `struct pci_dev`.
+                unsafe { ARef::from_raw(p.cast::<pci::Device>()) }
+            });
+            // `out` has room for every entry, so this does not allocate; were it to fail, the
+            // rejected member is dropped with its reference.
+            let _ = out.push_within_capacity(Member { devt: m.devt, pdev });
+        }
+        Ok(out)
     }
 
     /// Fills `map` (a kernel bitmap of `nr` bits) with the page-cache residency of the file's
@@ -679,6 +722,7 @@ pub(crate) fn trace_route(
             len,
             mode.as_char_ptr(),
             reason.name().as_char_ptr(),
+            info.member,
             bytes_pc,
             bytes_p2p,
             segs,

@@ -334,7 +334,7 @@ fn route_gpu(
     len: usize,
 ) -> Result<usize> {
     let mode = state::mode();
-    let (mut reason, info) = req.file_check();
+    let (mut reason, mut info) = req.file_check();
     let Ok((params, account)) = state::disk(info.devt) else {
         return req.sub_read(pos, addr, len, false);
     };
@@ -357,10 +357,9 @@ fn route_gpu(
         (false, false)
     };
     if reason == Fallback::None && !prefetch {
-        if let Some(client) = &info.client {
-            if !state::p2p_path(info.devt, pdev, client) {
-                reason = Fallback::Distance;
-            }
+        if let Some(member) = state::p2p_refused(req, &info, pdev) {
+            reason = Fallback::Distance;
+            info.member = member;
         }
     }
     if reason == Fallback::None && !prefetch {

@@ -6,10 +6,10 @@
 //! Locking: the mode and all counters are atomics, read and bumped without locks. The per-disk
 //! table is one global mutex, [`DISKS`], held only to look an entry up, create it or change its
 //! parameters; the router copies a disk's [`Params`] and clones its counters' [`Arc`] under it
-//! and lets go before doing any I/O. The only call made under it is `pci_p2pdma_distance()`,
-//! once per disk and GPU (see [`p2p_path`]), which takes no sleeping lock of ours.
+//! and lets go before doing any I/O. The P2P path verdict of a disk (see [`p2p_refused`]) is
+//! found without it and stored under it.
 
-use super::glue::Fallback;
+use super::glue::{Fallback, FileInfo, Request};
 use crate::sched::Params;
 use core::fmt::Write;
 use kernel::{
@@ -241,27 +241,74 @@ struct Disk {
     devt: u32,
     params: Params,
     counters: Arc<Counters>,
-    /// The last `pci_p2pdma_distance()` verdict for this disk: GPU, the disk's PCI device and
-    /// whether P2P DMA between them is possible. Holding the references keeps the pointers
-    /// unique while they are compared.
-    path: Option<(ARef<pci::Device>, ARef<pci::Device>, bool)>,
+    /// The last P2P path verdict for this disk (see [`p2p_refused`]).
+    path: Option<Path>,
 }
 
-/// Whether P2P DMA between `gpu` and `client`, the PCI device of disk `devt`, is possible;
-/// `pci_p2pdma_distance()` is asked once per pair and disk, then the answer is remembered.
-pub(crate) fn p2p_path(devt: u32, gpu: &pci::Device, client: &pci::Device) -> bool {
-    let mut disks = DISKS.lock();
-    let entry = disks.iter_mut().find(|d| d.devt == devt);
-    if let Some((g, c, ok)) = entry.as_ref().and_then(|d| d.path.as_ref()) {
-        if core::ptr::eq::<pci::Device>(&**g, gpu) && core::ptr::eq::<pci::Device>(&**c, client) {
-            return *ok;
-        }
+/// A remembered P2P path verdict between a GPU and a disk.
+///
+/// Holding the device references keeps the pointers unique while they are compared.
+struct Path {
+    gpu: ARef<pci::Device>,
+    /// The disk's own PCI device; `None` for a stacked disk.
+    client: Option<ARef<pci::Device>>,
+    /// For a stacked disk: the generation of the stacks the verdict was found in.
+    generation: u64,
+    /// The disk whose PCI device the GPU cannot reach, if any.
+    refused: Option<u32>,
+}
+
+impl Path {
+    fn answers(&self, info: &FileInfo, gpu: &pci::Device) -> bool {
+        let same = |a: &pci::Device, b: &pci::Device| core::ptr::eq(a, b);
+        same(&*self.gpu, gpu)
+            && match (&self.client, &info.client) {
+                (Some(c), Some(d)) => same(&**c, &**d),
+                (None, None) => info.stacked && self.generation == info.generation,
+                _ => false,
+            }
     }
-    let ok = gpu.p2pdma_distance(client.as_ref()).is_some();
-    if let Some(d) = entry {
-        d.path = Some((gpu.into(), client.into(), ok));
+}
+
+/// Whether P2P DMA between `gpu` and the PCI device of every disk under the file's disk is
+/// possible: `None` if it is, else the device number of the first disk refused (the file's own
+/// disk if it has no PCI device, or if its stack cannot be listed).
+///
+/// A plain disk is its own bottom; a stacked one (md, dm) is walked down to the disks that hold
+/// no others, each of which must reach the GPU. The verdict is remembered per disk for the last
+/// GPU asked, and for a stacked disk until any stack of disks changes.
+pub(crate) fn p2p_refused(req: &Request<'_>, info: &FileInfo, gpu: &pci::Device) -> Option<u32> {
+    let cached = DISKS
+        .lock()
+        .iter()
+        .find(|d| d.devt == info.devt)
+        .and_then(|d| d.path.as_ref())
+        .filter(|p| p.answers(info, gpu))
+        .map(|p| p.refused);
+    if let Some(refused) = cached {
+        return refused;
     }
-    ok
+    let reaches = |client: &pci::Device| gpu.p2pdma_distance(client.as_ref()).is_some();
+    let refused = match (&info.client, info.stacked) {
+        (Some(client), _) => (!reaches(&**client)).then_some(info.devt),
+        (None, false) => Some(info.devt),
+        (None, true) => match req.members() {
+            Ok(members) => members
+                .iter()
+                .find(|m| !m.pdev.as_deref().is_some_and(|p| reaches(p)))
+                .map(|m| m.devt),
+            Err(_) => Some(info.devt),
+        },
+    };
+    if let Some(d) = DISKS.lock().iter_mut().find(|d| d.devt == info.devt) {
+        d.path = Some(Path {
+            gpu: gpu.into(),
+            client: info.client.clone(),
+            generation: info.generation,
+            refused,
+        });
+    }
+    refused
 }
 
 /// Entries this many at most: one per disk that was routed to or configured.

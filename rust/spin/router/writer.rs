@@ -107,7 +107,7 @@ pub(super) fn route(
 ) -> Result<(usize, i64)> {
     let mode = state::mode();
     let append = req.append();
-    let (mut reason, info) = req.file_check();
+    let (mut reason, mut info) = req.file_check();
     let Ok((_, account)) = state::disk(info.devt) else {
         return req.sub_write(pos, addr, len, false);
     };
@@ -124,10 +124,9 @@ pub(super) fn route(
         reason = Fallback::Mode;
     }
     if reason == Fallback::None {
-        if let Some(client) = &info.client {
-            if !state::p2p_path(info.devt, pdev, client) {
-                reason = Fallback::Distance;
-            }
+        if let Some(member) = state::p2p_refused(req, &info, pdev) {
+            reason = Fallback::Distance;
+            info.member = member;
         }
     }
     let align = u64::from(info.offset_align.max(1));
