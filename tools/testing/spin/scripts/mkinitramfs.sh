@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build the guest's initramfs (uncompressed: decompression is slow under TCG): busybox,
-# fio, mkfs.ext4, mkfs.xfs (with their shared libraries), the spin selftests built from the
+# fio, mkfs.ext4, mkfs.xfs, mdadm, dmsetup (with their shared libraries), the spin selftests built from the
 # kernel tree, the selfcheck program, and the guest scripts. The cpio is rewritten only when
 # its content changes.
 set -euo pipefail
@@ -34,6 +34,9 @@ add_bin /usr/bin/fio
 add_bin /sbin/mke2fs
 ln -sf mke2fs "$stage/sbin/mkfs.ext4"
 add_bin /sbin/mkfs.xfs
+# md and dm stacks (stack_test)
+add_bin /sbin/mdadm
+add_bin /sbin/dmsetup
 [ -f /etc/mke2fs.conf ] && add_file /etc/mke2fs.conf
 
 log "building the spin selftests from the kernel tree"

@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Stacked disks (issue #11, SPIN's "virtual block devices"): routed reads
+ * into and writes from GPU memory through md and dm.
+ *
+ * Each stack is built with mdadm or dmsetup, then ext4 and xfs are made on
+ * it in turn. On each filesystem a file is written by the CPU, read back
+ * uncached into GPU memory with pread() and checked from the host side of
+ * the GPU memory; then GPU memory filled from the host side is written with
+ * pwrite() at an unaligned offset and checked by CPU reads after drop_caches
+ * and by a read back into GPU memory. The stacked disk's counters
+ * (/sys/block/<md|dm>/spin/stat) must show the expected path:
+ *  - P2P for md RAID-0, RAID-1 and RAID-10 and a dm-stripe over spin-nvme0 +
+ *    spin-nvme1 (both behind the GPU's switch), and for a dm table of linear
+ *    targets alternating between them; for RAID-0 and the stripe both
+ *    members must have served reads;
+ *  - fallback "queue" for dm-crypt over spin-nvme0 (the CPU decrypts);
+ *  - fallback "distance" for md RAID-0 over spin-nvme0 + spin-nvme2 (no P2P
+ *    path from the GPU to spin-nvme2), with spin-nvme2 named as the member
+ *    in the spin_route tracepoint. This array reuses the device number of
+ *    the first RAID-0, whose verdict was P2P: the remembered verdict must
+ *    be dropped when the stack changes.
+ * Then a RAID-1 leg is failed with mdadm --fail while a reader keeps reading
+ * the file into GPU memory: every read returns the right bytes.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "spin_lib.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+#define GPU_LEN (32 * MiB)
+#define BACK (16 * MiB)			/* GPU offset of read-backs */
+#define FILE_LEN (8 * MiB + 5000)	/* the file read into GPU memory */
+#define WR_POS (4096 + 100)		/* the unaligned write from GPU memory */
+#define WR_LEN (4 * MiB + 3)
+#define SPIN_SYS "/sys/kernel/spin"
+#define EVENT "/sys/kernel/tracing/events/spin/spin_route/enable"
+#define TRACE "/sys/kernel/tracing/trace"
+#define MNT "/mnt/stack"
+#define DM_NAME "spinstack"
+#define TABLE "/tmp/spin-dm-table"
+#define MD_DEV "/dev/md0"
+/* 64 hex digits: the dm-crypt key (aes-xts-plain64 takes two 128-bit keys). */
+#define KEY "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+enum expect { P2P, QUEUE, DISTANCE };
+
+struct stack {
+	const char *name;
+	const char *level;	/* md: the RAID level; NULL for dm */
+	int far;		/* members: spin-nvme0 + spin-nvme2 instead of spin-nvme1 */
+	int spread;		/* both members must serve reads of the file */
+	int (*table)(FILE *f);	/* dm: writes the table */
+	enum expect expect;
+};
+
+static char gpu[PATH_MAX];
+static uint8_t *gmem;
+static uint8_t *host;
+static char dev0[64], dev1[64], dev2[64];	/* /dev/nvmeXn1 of spin-nvme0, 1, 2 */
+static pid_t main_pid;
+static int mounted, md_made, dm_made;
+
+/* Runs a shell command, output discarded; 0 if it exited with 0. */
+__printf(1, 2) static int sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		ksft_print_msg("failed: %s\n", cmd);
+		return -1;
+	}
+	return 0;
+}
+
+static void teardown(void)
+{
+	if (mounted && umount(MNT))
+		ksft_print_msg("umount %s: %s\n", MNT, strerror(errno));
+	mounted = 0;
+	if (md_made)
+		sh("mdadm --stop " MD_DEV " >/dev/null 2>&1");
+	if (dm_made)
+		sh("dmsetup remove --noudevsync " DM_NAME " >/dev/null 2>&1");
+	md_made = 0;
+	dm_made = 0;
+}
+
+static void restore(void)
+{
+	if (getpid() != main_pid)
+		return;
+	teardown();
+	spin_write_file(SPIN_SYS "/mode", "auto");
+	spin_write_file(EVENT, "0");
+	/* Leave the disks without md superblocks for the tests that follow. */
+	sh("mdadm --zero-superblock %s %s %s >/dev/null 2>&1", dev0, dev1, dev2);
+}
+
+static int uncache(void)
+{
+	sync();
+	return spin_write_file("/proc/sys/vm/drop_caches", "3");
+}
+
+static long long sectors(const char *dev)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/size", strrchr(dev, '/') + 1);
+	return spin_read_ll(path);
+}
+
+/* Sectors read from disk @dev so far (the third field of /sys/block/<dev>/stat). */
+static long long sectors_read(const char *dev)
+{
+	char path[PATH_MAX], buf[256];
+	long long v[3];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/stat", strrchr(dev, '/') + 1);
+	if (spin_read_file(path, buf, sizeof(buf)) < 0 ||
+	    sscanf(buf, "%lld %lld %lld", &v[0], &v[1], &v[2]) != 3)
+		return -1;
+	return v[2];
+}
+
+/* "MAJ:MIN" of a disk, from /sys/block/<name>/dev. */
+static int devt_of(const char *name, char *out, size_t len)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/dev", name);
+	return spin_read_file(path, out, len) ? -1 : 0;
+}
+
+/* The dm-N name of the dm device DM_NAME. */
+static int dm_disk(char *out, size_t len)
+{
+	char path[PATH_MAX], name[64];
+
+	for (int i = 0; i < 64; i++) {
+		snprintf(path, sizeof(path), "/sys/block/dm-%d/dm/name", i);
+		if (spin_read_file(path, name, sizeof(name)))
+			continue;
+		if (!strcmp(name, DM_NAME)) {
+			snprintf(out, len, "dm-%d", i);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Linear targets of 8 MiB alternating between the two disks: 512 MiB. */
+static int table_linear(FILE *f)
+{
+	const long long seg = 8 * MiB / 512;
+
+	for (long long i = 0; i < 64; i++)
+		fprintf(f, "%lld %lld linear %s %lld\n", i * seg, seg, i % 2 ? dev1 : dev0,
+			i / 2 * seg);
+	return 0;
+}
+
+/* Two stripes of 64 KiB chunks over both disks. */
+static int table_stripe(FILE *f)
+{
+	long long s = sectors(dev0) < sectors(dev1) ? sectors(dev0) : sectors(dev1);
+
+	s = s / 128 * 128;
+	if (s <= 0)
+		return -1;
+	fprintf(f, "0 %lld striped 2 128 %s 0 %s 0\n", 2 * s, dev0, dev1);
+	return 0;
+}
+
+/* dm-crypt over 512 MiB of spin-nvme0 (mkfs.xfs wants 300 MiB). */
+static int table_crypt(FILE *f)
+{
+	fprintf(f, "0 %lu crypt aes-xts-plain64 %s 0 %s 0\n", 512 * MiB / 512, KEY, dev0);
+	return 0;
+}
+
+/* Builds the stack; fills @disk with its name (md0, dm-N). */
+static int build(const struct stack *s, char *disk, size_t len)
+{
+	const char *second = s->far ? dev2 : dev1;
+	FILE *f;
+
+	/* Old superblocks and filesystems must not be taken for anything. */
+	if (sh("mdadm --zero-superblock %s %s %s >/dev/null 2>&1; true", dev0, dev1, dev2) ||
+	    sh("dd if=/dev/zero of=%s bs=1M count=2 2>/dev/null && "
+	       "dd if=/dev/zero of=%s bs=1M count=2 2>/dev/null", dev0, second))
+		return -1;
+	if (s->level) {
+		if (sh("mdadm --create " MD_DEV " --run --assume-clean --metadata=1.2 "
+		       "--level=%s --raid-devices=2 %s%s %s %s </dev/null >/dev/null 2>&1",
+		       s->level, !strcmp(s->level, "10") ? "--layout=n2 " : "",
+		       !strcmp(s->level, "0") ? "--chunk=512" : "", dev0, second))
+			return -1;
+		md_made = 1;
+		snprintf(disk, len, "md0");
+		return 0;
+	}
+	f = fopen(TABLE, "w");
+	if (!f || s->table(f)) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	if (sh("DM_DISABLE_UDEV=1 dmsetup create --noudevsync " DM_NAME " " TABLE))
+		return -1;
+	dm_made = 1;
+	return dm_disk(disk, len);
+}
+
+struct counters {
+	long long p2p, pc, fb_queue, fb_distance, w_p2p, w_fb_queue, w_fb_distance, ioerr;
+};
+
+static void counters(const char *stat, struct counters *c)
+{
+	c->p2p = spin_stat_get(stat, "bytes_p2p");
+	c->pc = spin_stat_get(stat, "bytes_pagecache");
+	c->fb_queue = spin_stat_get(stat, "fallback_queue");
+	c->fb_distance = spin_stat_get(stat, "fallback_distance");
+	c->ioerr = spin_stat_get(stat, "fallback_io_error");
+	c->w_p2p = spin_stat_get(stat, "write_bytes_p2p");
+	c->w_fb_queue = spin_stat_get(stat, "write_fallback_queue");
+	c->w_fb_distance = spin_stat_get(stat, "write_fallback_distance");
+}
+
+static void trace_clear(void)
+{
+	int fd = open(TRACE, O_WRONLY | O_TRUNC);
+
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
+ * Does the trace hold a spin_route line of disk @disk with reason=@reason and
+ * member=@member?
+ */
+static int traced(const char *disk, const char *reason, const char *member)
+{
+	char line[512], d[64], r[64], m[64];
+	FILE *f = fopen(TRACE, "r");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	if (devt_of(disk, d + 4, sizeof(d) - 4))
+		return 0;
+	memcpy(d, "dev=", 4);
+	strcat(d, " ");
+	snprintf(r, sizeof(r), "reason=%s ", reason);
+	snprintf(m, sizeof(m), "member=%s\n", member);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "spin_route:") && strstr(line, d) && strstr(line, r) &&
+		    strstr(line, m))
+			found = 1;
+	fclose(f);
+	return found;
+}
+
+/* Reads the file into GPU memory and checks it from the host side. */
+static int read_check(int fd, char *why, size_t wl)
+{
+	ssize_t n = pread(fd, gmem, FILE_LEN, 0);
+
+	if (n != (ssize_t)FILE_LEN) {
+		snprintf(why, wl, "pread into GPU memory: %zd (%s)", n, strerror(errno));
+		return -1;
+	}
+	return spin_gpu_check(gpu, gmem, FILE_LEN, 7, 0, why, wl);
+}
+
+/* Reads and writes on the filesystem at MNT on @disk; one result each. */
+static void exercise(const struct stack *s, const char *fs, const char *disk)
+{
+	char stat[PATH_MAX], path[PATH_MAX], why[256] = "ok", far[32] = "";
+	struct counters a, b;
+	long long m0a, m1a, m0b, m1b;
+	int fd, ok;
+	ssize_t bad;
+
+	snprintf(stat, sizeof(stat), "/sys/block/%s/spin/stat", disk);
+	snprintf(path, sizeof(path), MNT "/f");
+	if (s->expect == DISTANCE)
+		devt_of(strrchr(dev2, '/') + 1, far, sizeof(far));
+
+	/* The file, written by the CPU, then read uncached into GPU memory. */
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	spin_pattern_fill(host, 0, FILE_LEN, 7);
+	ok = fd >= 0 && pwrite(fd, host, FILE_LEN, 0) == (ssize_t)FILE_LEN && !fsync(fd) &&
+	     !uncache();
+	if (!ok)
+		snprintf(why, sizeof(why), "writing the file: %s", strerror(errno));
+	trace_clear();
+	counters(stat, &a);
+	m0a = sectors_read(dev0);
+	m1a = sectors_read(s->far ? dev2 : dev1);
+	ok = ok && !read_check(fd, why, sizeof(why));
+	counters(stat, &b);
+	m0b = sectors_read(dev0);
+	m1b = sectors_read(s->far ? dev2 : dev1);
+	if (ok && b.ioerr != a.ioerr) {
+		snprintf(why, sizeof(why), "fallback_io_error +%lld", b.ioerr - a.ioerr);
+		ok = 0;
+	}
+	if (ok && s->expect == P2P && b.p2p - a.p2p < (long long)(FILE_LEN / 2)) {
+		snprintf(why, sizeof(why), "bytes_p2p +%lld of %lu", b.p2p - a.p2p, FILE_LEN);
+		ok = 0;
+	}
+	if (ok && s->expect != P2P && b.p2p != a.p2p) {
+		snprintf(why, sizeof(why), "bytes_p2p +%lld, a fallback expected", b.p2p - a.p2p);
+		ok = 0;
+	}
+	if (ok && s->expect == QUEUE && b.fb_queue <= a.fb_queue) {
+		snprintf(why, sizeof(why), "fallback_queue not counted");
+		ok = 0;
+	}
+	if (ok && s->expect == DISTANCE &&
+	    (b.fb_distance <= a.fb_distance || !traced(disk, "distance", far))) {
+		snprintf(why, sizeof(why), "fallback_distance +%lld, trace %s member=%s",
+			 b.fb_distance - a.fb_distance,
+			 traced(disk, "distance", far) ? "names" : "does not name", far);
+		ok = 0;
+	}
+	if (ok && s->spread && (m0b - m0a < 1024 || m1b - m1a < 1024)) {
+		snprintf(why, sizeof(why), "members read %lld and %lld sectors", m0b - m0a,
+			 m1b - m1a);
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s, %s: read into GPU memory (%s; %s)\n", s->name, fs,
+			 s->expect == P2P ? "P2P" : s->expect == QUEUE ? "fallback queue" :
+			 "fallback distance, member named", why);
+
+	/* A write from GPU memory at an unaligned offset. */
+	snprintf(why, sizeof(why), "ok");
+	counters(stat, &a);
+	ok = fd >= 0 && !spin_gpu_fill(gpu, gmem + WR_POS % 4096, WR_LEN, 8, WR_POS) &&
+	     pwrite(fd, gmem + WR_POS % 4096, WR_LEN, WR_POS) == (ssize_t)WR_LEN && !fsync(fd);
+	counters(stat, &b);
+	if (!ok)
+		snprintf(why, sizeof(why), "pwrite from GPU memory: %s", strerror(errno));
+	if (ok && s->expect == P2P && b.w_p2p - a.w_p2p < (long long)(WR_LEN - 8192)) {
+		snprintf(why, sizeof(why), "write_bytes_p2p +%lld", b.w_p2p - a.w_p2p);
+		ok = 0;
+	}
+	if (ok && s->expect != P2P &&
+	    (b.w_p2p != a.w_p2p || (s->expect == QUEUE ? b.w_fb_queue <= a.w_fb_queue :
+			       b.w_fb_distance <= a.w_fb_distance))) {
+		snprintf(why, sizeof(why), "write_bytes_p2p +%lld, fallback not counted",
+			 b.w_p2p - a.w_p2p);
+		ok = 0;
+	}
+	if (ok && uncache()) {
+		snprintf(why, sizeof(why), "drop_caches: %s", strerror(errno));
+		ok = 0;
+	}
+	if (ok && pread(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
+		snprintf(why, sizeof(why), "CPU read: %s", strerror(errno));
+		ok = 0;
+	}
+	if (ok) {
+		/* Pattern 7 around the write, pattern 8 inside it. */
+		bad = spin_pattern_check(host, 0, WR_POS, 7);
+		if (bad < 0)
+			bad = spin_pattern_check(host + WR_POS, WR_POS, WR_LEN, 8);
+		if (bad < 0)
+			bad = spin_pattern_check(host + WR_POS + WR_LEN, WR_POS + WR_LEN,
+						 FILE_LEN - WR_POS - WR_LEN, 7);
+		if (bad >= 0) {
+			snprintf(why, sizeof(why), "CPU read after drop_caches: a byte wrong");
+			ok = 0;
+		}
+	}
+	if (ok && (uncache() || pread(fd, gmem + BACK, WR_LEN, WR_POS) != (ssize_t)WR_LEN ||
+		   spin_gpu_check(gpu, gmem + BACK, WR_LEN, 8, WR_POS, why, sizeof(why))))
+		ok = 0;
+	ksft_test_result(ok, "%s, %s: write from GPU memory, unaligned (%s; %s)\n", s->name,
+			 fs, s->expect == P2P ? "P2P body" : "fallback", why);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Fails a RAID-1 leg while a reader keeps reading the file into GPU memory. */
+static void raid1_fail(void)
+{
+	char disk[32], why[256] = "ok";
+	int fd, ok = 1, reads = 0, status;
+	pid_t child;
+
+	teardown();
+	{
+		const struct stack r1 = { "md RAID-1", "1", 0, 0, NULL, P2P };
+
+		if (build(&r1, disk, sizeof(disk)) ||
+		    sh("mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1 " MD_DEV) ||
+		    mount(MD_DEV, MNT, "ext4", 0, NULL)) {
+			ksft_test_result_fail("md RAID-1: a leg fails during reads: setup\n");
+			return;
+		}
+	}
+	mounted = 1;
+	fd = open(MNT "/f", O_RDWR | O_CREAT | O_TRUNC, 0644);
+	spin_pattern_fill(host, 0, FILE_LEN, 7);
+	if (fd < 0 || pwrite(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN || fsync(fd)) {
+		ksft_test_result_fail("md RAID-1: a leg fails during reads: writing the file\n");
+		return;
+	}
+	child = fork();
+	if (child == 0) {
+		usleep(300 * 1000);
+		_exit(sh("mdadm " MD_DEV " --fail %s >/dev/null 2>&1", dev1) ? 1 : 0);
+	}
+	/* Read while the child fails the leg, then three more times after. */
+	for (int after = 0; ok && after < 3; reads++) {
+		if (uncache() || read_check(fd, why, sizeof(why)))
+			ok = 0;
+		if (child > 0 && waitpid(child, &status, WNOHANG) == child) {
+			child = 0;
+			if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+				snprintf(why, sizeof(why), "mdadm --fail failed");
+				ok = 0;
+			}
+		}
+		if (child <= 0)
+			after++;
+	}
+	if (child > 0)
+		waitpid(child, &status, 0);
+	ksft_test_result(ok, "md RAID-1: leg failed during %d reads: bytes right (%s)\n", reads,
+			 why);
+	close(fd);
+	teardown();
+}
+
+int main(void)
+{
+	static const struct stack stacks[] = {
+		{ "md RAID-0 (nvme0 + nvme1)", "0", 0, 1, NULL, P2P },
+		{ "md RAID-1 (nvme0 + nvme1)", "1", 0, 0, NULL, P2P },
+		{ "md RAID-10 (nvme0 + nvme1)", "10", 0, 0, NULL, P2P },
+		{ "dm-stripe (nvme0 + nvme1)", NULL, 0, 1, table_stripe, P2P },
+		{ "dm-linear (alternating nvme0, nvme1)", NULL, 0, 0, table_linear, P2P },
+		{ "dm-crypt (nvme0)", NULL, 0, 0, table_crypt, QUEUE },
+		/* Last of the md arrays: reuses md0's device number. */
+		{ "md RAID-0 (nvme0 + nvme2)", "0", 1, 0, NULL, DISTANCE },
+	};
+	static const struct {
+		const char *type, *mkfs;
+	} fss[] = {
+		{ "ext4", "mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1" },
+		{ "xfs", "mkfs.xfs -q -f -K" },
+	};
+	int heap, buf;
+
+	main_pid = getpid();
+	ksft_print_header();
+	ksft_set_plan(ARRAY_SIZE(stacks) * ARRAY_SIZE(fss) * 2 + 1);
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		ksft_exit_fail_msg("stand-in GPU not found\n");
+	if (spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
+	    spin_nvme_blockdev(SPIN_NVME1_SERIAL, dev1, sizeof(dev1)) ||
+	    spin_nvme_blockdev(SPIN_NVME2_SERIAL, dev2, sizeof(dev2)))
+		ksft_exit_fail_msg("the rig's NVMe disks not found\n");
+	if (system("mdadm --version >/dev/null 2>&1") ||
+	    system("dmsetup --version >/dev/null 2>&1"))
+		ksft_exit_fail_msg("mdadm and dmsetup are needed (the rig's initramfs has them)\n");
+	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
+	host = spin_alloc_aligned(FILE_LEN);
+	if (gmem == MAP_FAILED || !host)
+		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
+	if (access(EVENT, F_OK))
+		mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
+	if (spin_write_file(SPIN_SYS "/mode", "auto") || spin_write_file(EVENT, "1"))
+		ksft_exit_fail_msg("spin mode or trace event: %s\n", strerror(errno));
+	mkdir("/run", 0755);
+	mkdir(MNT, 0755);
+	atexit(restore);
+
+	for (size_t i = 0; i < ARRAY_SIZE(stacks); i++) {
+		const struct stack *s = &stacks[i];
+		char disk[32], dev[64];
+
+		if (build(s, disk, sizeof(disk))) {
+			for (size_t j = 0; j < ARRAY_SIZE(fss) * 2; j++)
+				ksft_test_result_fail("%s: building the stack\n", s->name);
+			teardown();
+			continue;
+		}
+		snprintf(dev, sizeof(dev), "/dev/%s", disk);
+		ksft_print_msg("%s: %s\n", s->name, dev);
+		for (size_t j = 0; j < ARRAY_SIZE(fss); j++) {
+			if (sh("%s %s >/dev/null 2>&1", fss[j].mkfs, dev) ||
+			    mount(dev, MNT, fss[j].type, 0, NULL)) {
+				for (int k = 0; k < 2; k++)
+					ksft_test_result_fail("%s, %s: mkfs and mount\n", s->name,
+							      fss[j].type);
+				continue;
+			}
+			mounted = 1;
+			exercise(s, fss[j].type, disk);
+			if (umount(MNT))
+				ksft_print_msg("umount: %s\n", strerror(errno));
+			mounted = 0;
+		}
+		teardown();
+	}
+	raid1_fail();
+	munmap(gmem, GPU_LEN);
+	close(buf);
+	close(heap);
+	ksft_finished();
+}
