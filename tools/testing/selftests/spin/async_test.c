@@ -1,0 +1,555 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Asynchronous entry points into and out of GPU memory (issue #12), every
+ * byte checked from the host side of the GPU memory:
+ *  - io_uring IORING_OP_READ, READV, WRITE and WRITEV, and eight reads in
+ *    flight at once, on buffered files on ext4 (spin-nvme0) and xfs
+ *    (spin-nvme1): reads are checked from the host side, writes by CPU
+ *    reads after drop_caches; the disk's counters must show P2P bytes;
+ *  - aio (io_submit) IOCB_CMD_PREAD, PREADV, PWRITE and PWRITEV, the same;
+ *  - NVMe passthrough into and out of GPU memory, below any filesystem:
+ *    NVME_IOCTL_IO64_CMD on the namespace's block device and io_uring
+ *    URING_CMD (NVME_URING_CMD_IO) on its generic character device, reads
+ *    and writes of raw blocks compared with O_DIRECT reads and writes of
+ *    host memory.
+ * The rings and aio contexts are set up with raw system calls (no liburing
+ * or libaio in the guest).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/aio_abi.h>
+#include <linux/io_uring.h>
+#include <linux/nvme_ioctl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "spin_lib.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+#define GPU_LEN (32 * MiB)
+#define FILE_LEN (12 * MiB + 1234)
+#define POS 777UL			/* file offset of the requests */
+#define LEN (4 * MiB + 99)		/* their length */
+#define SPIN_SYS "/sys/kernel/spin"
+#define RAW_OFF (256 * MiB)		/* passthrough: raw disk offset */
+#define RAW_MAX (1 * MiB)		/* passthrough: at most this per command */
+
+/* A passthrough command is not split: at most the queue's max_hw_sectors_kb. */
+static size_t raw_len;
+
+static char gpu[PATH_MAX];
+static uint8_t *gmem, *host;
+
+/* ---- a minimal io_uring ------------------------------------------------- */
+
+struct ring {
+	int fd;
+	unsigned int *sq_head, *sq_tail, *sq_mask, *sq_array;
+	unsigned int *cq_head, *cq_tail, *cq_mask;
+	uint8_t *sqes, *cqes;
+	size_t sqe_size, cqe_size;
+	unsigned int entries;
+};
+
+static int ring_init(struct ring *r, unsigned int entries, unsigned int flags)
+{
+	struct io_uring_params p = { .flags = flags };
+	size_t sq_len, cq_len;
+	uint8_t *sq, *cq;
+
+	r->fd = syscall(__NR_io_uring_setup, entries, &p);
+	if (r->fd < 0)
+		return -1;
+	r->sqe_size = flags & IORING_SETUP_SQE128 ? 128 : 64;
+	r->cqe_size = flags & IORING_SETUP_CQE32 ? 32 : 16;
+	r->entries = p.sq_entries;
+	sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned int);
+	cq_len = p.cq_off.cqes + p.cq_entries * r->cqe_size;
+	if (p.features & IORING_FEAT_SINGLE_MMAP) {
+		sq_len = sq_len > cq_len ? sq_len : cq_len;
+		cq_len = sq_len;
+	}
+	sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+		  IORING_OFF_SQ_RING);
+	if (sq == MAP_FAILED)
+		return -1;
+	cq = sq;
+	if (!(p.features & IORING_FEAT_SINGLE_MMAP)) {
+		cq = mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+			  IORING_OFF_CQ_RING);
+		if (cq == MAP_FAILED)
+			return -1;
+	}
+	r->sqes = mmap(NULL, p.sq_entries * r->sqe_size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+	if (r->sqes == MAP_FAILED)
+		return -1;
+	r->sq_head = (void *)(sq + p.sq_off.head);
+	r->sq_tail = (void *)(sq + p.sq_off.tail);
+	r->sq_mask = (void *)(sq + p.sq_off.ring_mask);
+	r->sq_array = (void *)(sq + p.sq_off.array);
+	r->cq_head = (void *)(cq + p.cq_off.head);
+	r->cq_tail = (void *)(cq + p.cq_off.tail);
+	r->cq_mask = (void *)(cq + p.cq_off.ring_mask);
+	r->cqes = cq + p.cq_off.cqes;
+	return 0;
+}
+
+/* The next free SQE, zeroed; the caller fills it and then calls ring_run(). */
+static struct io_uring_sqe *ring_sqe(struct ring *r, unsigned int nth)
+{
+	unsigned int tail = *r->sq_tail + nth, idx = tail & *r->sq_mask;
+	struct io_uring_sqe *sqe = (void *)(r->sqes + idx * r->sqe_size);
+
+	memset(sqe, 0, r->sqe_size);
+	r->sq_array[idx] = idx;
+	sqe->user_data = nth;
+	return sqe;
+}
+
+/* Submits @n prepared SQEs, waits for all, stores each result by user_data in @res. */
+static int ring_run(struct ring *r, unsigned int n, int *res)
+{
+	unsigned int got = 0;
+
+	atomic_store_explicit((_Atomic unsigned int *)r->sq_tail, *r->sq_tail + n,
+			      memory_order_release);
+	if (syscall(__NR_io_uring_enter, r->fd, n, n, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
+		return -1;
+	while (got < n) {
+		unsigned int head = *r->cq_head;
+		unsigned int tail = atomic_load_explicit((_Atomic unsigned int *)r->cq_tail,
+							 memory_order_acquire);
+
+		if (head == tail) {
+			if (syscall(__NR_io_uring_enter, r->fd, 0, 1, IORING_ENTER_GETEVENTS,
+				    NULL, 0) < 0)
+				return -1;
+			continue;
+		}
+		for (; head != tail; head++, got++) {
+			struct io_uring_cqe *cqe =
+				(void *)(r->cqes + (head & *r->cq_mask) * r->cqe_size);
+
+			if (cqe->user_data < n)
+				res[cqe->user_data] = cqe->res;
+		}
+		atomic_store_explicit((_Atomic unsigned int *)r->cq_head, head,
+				      memory_order_release);
+	}
+	return 0;
+}
+
+static void ring_exit(struct ring *r)
+{
+	close(r->fd);
+}
+
+/* ---- aio ------------------------------------------------------------------ */
+
+/* Submits one iocb and waits for it; returns its result or -errno. */
+static long long aio_one(struct iocb *cb)
+{
+	aio_context_t ctx = 0;
+	struct iocb *cbs[1] = { cb };
+	struct io_event ev;
+	long long ret;
+
+	if (syscall(__NR_io_setup, 4, &ctx))
+		return -errno;
+	if (syscall(__NR_io_submit, ctx, 1, cbs) != 1)
+		ret = -errno;
+	else if (syscall(__NR_io_getevents, ctx, 1, 1, &ev, NULL) != 1)
+		ret = -errno;
+	else
+		ret = ev.res;
+	syscall(__NR_io_destroy, ctx);
+	return ret;
+}
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static int uncache(void)
+{
+	sync();
+	return spin_write_file("/proc/sys/vm/drop_caches", "3");
+}
+
+/* GPU address for file offset @pos: congruent to it modulo 4 KiB, from @base. */
+static uint8_t *gaddr(size_t base, uint64_t pos)
+{
+	return gmem + base + pos % 4096;
+}
+
+struct fs {
+	const char *name, *serial, *type, *mkfs, *dir;
+	char dev[64], disk[32], stat[PATH_MAX], path[PATH_MAX];
+	uint64_t seed;
+};
+
+/* The test file: FILE_LEN bytes of pattern fs->seed, uncached. */
+static int fresh_file(struct fs *fs)
+{
+	int fd = open(fs->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+	spin_pattern_fill(host, 0, FILE_LEN, fs->seed);
+	if (fd < 0 || pwrite(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN || fsync(fd) ||
+	    uncache()) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Checks the file after a write of pattern @seed at POS..+LEN: by CPU reads
+ * after drop_caches, the old pattern around it.
+ */
+static int written_ok(struct fs *fs, int fd, uint64_t seed, char *why, size_t wl)
+{
+	ssize_t bad;
+
+	if (fsync(fd) || uncache() || pread(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
+		snprintf(why, wl, "reading back: %s", strerror(errno));
+		return -1;
+	}
+	bad = spin_pattern_check(host, 0, POS, fs->seed);
+	if (bad < 0)
+		bad = spin_pattern_check(host + POS, POS, LEN, seed);
+	if (bad < 0)
+		bad = spin_pattern_check(host + POS + LEN, POS + LEN, FILE_LEN - POS - LEN,
+					 fs->seed);
+	if (bad >= 0) {
+		snprintf(why, wl, "CPU read after drop_caches: a byte wrong");
+		return -1;
+	}
+	return 0;
+}
+
+enum op { READ_ONE, READ_VEC, WRITE_ONE, WRITE_VEC };
+static const char *const op_name[] = { "read", "readv", "write", "writev" };
+
+/*
+ * Runs @op at POS..+LEN through io_uring (@uring) or aio into or out of GPU
+ * memory, as one buffer or two iovecs split at POS + 1 MiB + 11; returns the
+ * result of the request.
+ */
+static long long submit(int uring, enum op op, int fd)
+{
+	int write = op == WRITE_ONE || op == WRITE_VEC, vec = op == READ_VEC || op == WRITE_VEC;
+	size_t len1 = MiB + 11;
+	struct iovec iov[2] = {
+		{ gaddr(0, POS), len1 },
+		{ gaddr(16 * MiB, POS + len1), LEN - len1 },
+	};
+	struct iocb cb = {
+		.aio_fildes = fd,
+		.aio_lio_opcode = vec ? (write ? IOCB_CMD_PWRITEV : IOCB_CMD_PREADV) :
+					(write ? IOCB_CMD_PWRITE : IOCB_CMD_PREAD),
+		.aio_buf = vec ? (uintptr_t)iov : (uintptr_t)gaddr(0, POS),
+		.aio_nbytes = vec ? 2 : LEN,
+		.aio_offset = POS,
+	};
+	struct io_uring_sqe *sqe;
+	int res = -EIO;
+	long long ret;
+	struct ring r;
+
+	if (!uring)
+		return aio_one(&cb);
+	if (ring_init(&r, 4, 0))
+		return -errno;
+	sqe = ring_sqe(&r, 0);
+	sqe->opcode = vec ? (write ? IORING_OP_WRITEV : IORING_OP_READV) :
+			    (write ? IORING_OP_WRITE : IORING_OP_READ);
+	sqe->fd = fd;
+	sqe->off = POS;
+	sqe->addr = cb.aio_buf;
+	sqe->len = cb.aio_nbytes;
+	ret = ring_run(&r, 1, &res) ? -errno : res;
+	ring_exit(&r);
+	return ret;
+}
+
+static void test_op(struct fs *fs, int uring, enum op op)
+{
+	int write = op == WRITE_ONE || op == WRITE_VEC, vec = op == READ_VEC || op == WRITE_VEC;
+	const char *ctr = write ? "write_bytes_p2p" : "bytes_p2p";
+	uint64_t wseed = fs->seed + 100 + op;
+	char why[256] = "ok";
+	long long p0, p1, ret;
+	size_t len1 = MiB + 11;
+	int fd = fresh_file(fs), ok = fd >= 0;
+
+	if (!ok)
+		snprintf(why, sizeof(why), "the file: %s", strerror(errno));
+	/* One buffer: all at gaddr(0, POS); two iovecs: split at POS + len1. */
+	if (!vec)
+		len1 = LEN;
+	if (ok && write &&
+	    (spin_gpu_fill(gpu, gaddr(0, POS), len1, wseed, POS) ||
+	     (vec && spin_gpu_fill(gpu, gaddr(16 * MiB, POS + len1), LEN - len1, wseed,
+				   POS + len1)))) {
+		snprintf(why, sizeof(why), "filling GPU memory from the host side");
+		ok = 0;
+	}
+	p0 = spin_stat_get(fs->stat, ctr);
+	ret = ok ? submit(uring, op, fd) : 0;
+	p1 = spin_stat_get(fs->stat, ctr);
+	if (ok && ret != (long long)LEN) {
+		snprintf(why, sizeof(why), "result %lld (%s), want %lu", ret,
+			 ret < 0 ? strerror(-ret) : "short", LEN);
+		ok = 0;
+	}
+	if (ok && p1 - p0 < (long long)(LEN / 2)) {
+		snprintf(why, sizeof(why), "%s +%lld of %lu", ctr, p1 - p0, LEN);
+		ok = 0;
+	}
+	if (ok && !write &&
+	    (spin_gpu_check(gpu, gaddr(0, POS), len1, fs->seed, POS, why, sizeof(why)) ||
+	     (vec && spin_gpu_check(gpu, gaddr(16 * MiB, POS + len1), LEN - len1, fs->seed,
+				    POS + len1, why, sizeof(why)))))
+		ok = 0;
+	if (ok && write && written_ok(fs, fd, wseed, why, sizeof(why)))
+		ok = 0;
+	ksft_test_result(ok, "%s: %s %s %s GPU memory (%s +%lld; %s)\n", fs->name,
+			 uring ? "io_uring" : "aio", op_name[op], write ? "from" : "into", ctr,
+			 p1 - p0, why);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Eight 1 MiB reads at different offsets in flight in one io_uring_enter(). */
+static void test_uring_depth(struct fs *fs)
+{
+	int res[8], fd = fresh_file(fs), ok = fd >= 0;
+	char why[256] = "ok";
+	long long p0, p1;
+	struct ring r;
+
+	if (ok && ring_init(&r, 8, 0)) {
+		snprintf(why, sizeof(why), "io_uring_setup: %s", strerror(errno));
+		close(fd);
+		fd = -1;
+		ok = 0;
+	}
+	p0 = spin_stat_get(fs->stat, "bytes_p2p");
+	for (int i = 0; ok && i < 8; i++) {
+		struct io_uring_sqe *sqe = ring_sqe(&r, i);
+		uint64_t pos = POS + i * (MiB + 4096 + 3);
+
+		sqe->opcode = IORING_OP_READ;
+		sqe->fd = fd;
+		sqe->off = pos;
+		sqe->addr = (uintptr_t)gaddr(i * 2 * MiB, pos);
+		sqe->len = MiB;
+		res[i] = -EIO;
+	}
+	if (ok && ring_run(&r, 8, res)) {
+		snprintf(why, sizeof(why), "io_uring_enter: %s", strerror(errno));
+		ok = 0;
+	}
+	p1 = spin_stat_get(fs->stat, "bytes_p2p");
+	for (int i = 0; ok && i < 8; i++) {
+		uint64_t pos = POS + i * (MiB + 4096 + 3);
+
+		if (res[i] != (int)MiB) {
+			snprintf(why, sizeof(why), "read %d: result %d", i, res[i]);
+			ok = 0;
+		} else if (spin_gpu_check(gpu, gaddr(i * 2 * MiB, pos), MiB, fs->seed, pos, why,
+					  sizeof(why))) {
+			ok = 0;
+		}
+	}
+	if (ok && p1 - p0 < (long long)(4 * MiB)) {
+		snprintf(why, sizeof(why), "bytes_p2p +%lld of 8 MiB", p1 - p0);
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: io_uring, 8 reads into GPU memory in flight (%s)\n", fs->name,
+			 why);
+	if (fd >= 0) {
+		ring_exit(&r);
+		close(fd);
+	}
+}
+
+/* ---- NVMe passthrough ------------------------------------------------------ */
+
+/*
+ * Passthrough read (opcode 0x02) or write (0x01) of raw_len bytes at RAW_OFF
+ * of the namespace, data in GPU memory at @buf: by ioctl on @fd (the block
+ * device) or, with @ng >= 0, by io_uring URING_CMD on the generic device.
+ */
+static int passthru(int fd, int ng, unsigned int nsid, unsigned int lbs, int write, void *buf,
+		    char *why, size_t wl)
+{
+	uint64_t slba = RAW_OFF / lbs;
+	uint32_t nlb = raw_len / lbs - 1;
+	struct nvme_passthru_cmd64 c = {
+		.opcode = write ? 0x01 : 0x02,
+		.nsid = nsid,
+		.addr = (uintptr_t)buf,
+		.data_len = raw_len,
+		.cdw10 = slba & 0xffffffff,
+		.cdw11 = slba >> 32,
+		.cdw12 = nlb,
+	};
+	struct nvme_uring_cmd *uc;
+	struct io_uring_sqe *sqe;
+	int ret, res = -EIO;
+	struct ring r;
+
+	if (ng < 0) {
+		ret = ioctl(fd, NVME_IOCTL_IO64_CMD, &c);
+		if (ret)
+			snprintf(why, wl, "NVME_IOCTL_IO64_CMD: %d (%s)", ret,
+				 ret < 0 ? strerror(errno) : "NVMe status");
+		return ret ? -1 : 0;
+	}
+	if (ring_init(&r, 4, IORING_SETUP_SQE128 | IORING_SETUP_CQE32)) {
+		snprintf(why, wl, "io_uring_setup: %s", strerror(errno));
+		return -1;
+	}
+	sqe = ring_sqe(&r, 0);
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = ng;
+	sqe->cmd_op = NVME_URING_CMD_IO;
+	uc = (void *)sqe->cmd;
+	uc->opcode = c.opcode;
+	uc->nsid = c.nsid;
+	uc->addr = c.addr;
+	uc->data_len = c.data_len;
+	uc->cdw10 = c.cdw10;
+	uc->cdw11 = c.cdw11;
+	uc->cdw12 = c.cdw12;
+	ret = ring_run(&r, 1, &res) || res;
+	if (ret)
+		snprintf(why, wl, "URING_CMD: %d (%s)", res,
+			 res < 0 ? strerror(-res) : "NVMe status");
+	ring_exit(&r);
+	return ret ? -1 : 0;
+}
+
+static void test_passthru(void)
+{
+	char dev[64], ngdev[64], path[PATH_MAX], why[256];
+	int fd, ng, nsid;
+	long long lbs;
+
+	if (spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev, sizeof(dev))) {
+		for (int i = 0; i < 4; i++)
+			ksft_test_result_fail("NVMe passthrough: %s not found\n",
+					      SPIN_NVME0_SERIAL);
+		return;
+	}
+	/* /dev/nvmeXnY -> /dev/ngXnY, the namespace's generic character device. */
+	snprintf(ngdev, sizeof(ngdev), "/dev/ng%s", dev + strlen("/dev/nvme"));
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/logical_block_size", dev + 5);
+	lbs = spin_read_ll(path);
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/max_hw_sectors_kb", dev + 5);
+	raw_len = spin_read_ll(path) * KiB;
+	if (raw_len > RAW_MAX)
+		raw_len = RAW_MAX;
+	ksft_print_msg("passthrough commands of %zu bytes on %s and %s\n", raw_len, dev, ngdev);
+	fd = open(dev, O_RDWR | O_DIRECT);
+	ng = open(ngdev, O_RDWR);
+	nsid = fd >= 0 ? ioctl(fd, NVME_IOCTL_ID) : -1;
+	if (fd < 0 || ng < 0 || nsid <= 0 || lbs < 512 || raw_len < (size_t)lbs) {
+		for (int i = 0; i < 4; i++)
+			ksft_test_result_fail("NVMe passthrough: %s / %s: %s\n", dev, ngdev,
+					      strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		if (ng >= 0)
+			close(ng);
+		return;
+	}
+	for (int uring = 0; uring < 2; uring++) {
+		const char *how = uring ? "io_uring URING_CMD" : "NVME_IOCTL_IO64_CMD";
+		uint64_t rseed = 300 + uring, wseed = 310 + uring;
+		int ok;
+
+		/* Read: raw blocks written from host memory, read into GPU memory. */
+		snprintf(why, sizeof(why), "ok");
+		spin_pattern_fill(host, RAW_OFF, raw_len, rseed);
+		ok = pwrite(fd, host, raw_len, RAW_OFF) == (ssize_t)raw_len;
+		if (!ok)
+			snprintf(why, sizeof(why), "O_DIRECT write: %s", strerror(errno));
+		ok = ok && !passthru(fd, uring ? ng : -1, nsid, lbs, 0, gmem, why, sizeof(why)) &&
+		     !spin_gpu_check(gpu, gmem, raw_len, rseed, RAW_OFF, why, sizeof(why));
+		ksft_test_result(ok, "NVMe passthrough read into GPU memory, %s (%s)\n", how, why);
+
+		/* Write: GPU memory filled from the host side, written, read back by O_DIRECT. */
+		snprintf(why, sizeof(why), "ok");
+		ok = !spin_gpu_fill(gpu, gmem + 4 * MiB, raw_len, wseed, RAW_OFF) &&
+		     !passthru(fd, uring ? ng : -1, nsid, lbs, 1, gmem + 4 * MiB, why,
+			       sizeof(why));
+		if (ok && pread(fd, host, raw_len, RAW_OFF) != (ssize_t)raw_len) {
+			snprintf(why, sizeof(why), "O_DIRECT read: %s", strerror(errno));
+			ok = 0;
+		}
+		if (ok && spin_pattern_check(host, RAW_OFF, raw_len, wseed) >= 0) {
+			snprintf(why, sizeof(why), "the blocks read back differ");
+			ok = 0;
+		}
+		ksft_test_result(ok, "NVMe passthrough write from GPU memory, %s (%s)\n", how, why);
+	}
+	close(ng);
+	close(fd);
+}
+
+int main(void)
+{
+	struct fs all[] = {
+		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
+		  .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/async-ext4", .seed = 41 },
+		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
+		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/async-xfs", .seed = 51 },
+	};
+	int heap, buf;
+
+	ksft_print_header();
+	ksft_set_plan(ARRAY_SIZE(all) * 9 + 4);
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		ksft_exit_fail_msg("stand-in GPU not found\n");
+	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
+	host = spin_alloc_aligned(FILE_LEN + 4096);
+	if (gmem == MAP_FAILED || !host)
+		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
+	if (spin_write_file(SPIN_SYS "/mode", "auto"))
+		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
+
+	/* Below any file system first: the raw blocks are outside them anyway. */
+	test_passthru();
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		struct fs *fs = &all[i];
+
+		if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, 0, fs->dev,
+				 sizeof(fs->dev), fs->disk, sizeof(fs->disk)))
+			ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->serial, strerror(errno));
+		snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
+		snprintf(fs->path, sizeof(fs->path), "%s/f", fs->dir);
+		for (int uring = 1; uring >= 0; uring--)
+			for (int op = READ_ONE; op <= WRITE_VEC; op++)
+				test_op(fs, uring, op);
+		test_uring_depth(fs);
+		if (umount(fs->dir))
+			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
+	}
+	munmap(gmem, GPU_LEN);
+	close(buf);
+	close(heap);
+	ksft_finished();
+}
