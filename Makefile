@@ -24,7 +24,7 @@ export BUILD KSRC KOBJ
 # VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router bench-writer bench-uring series series-check export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-writer bench-uring bench-stack series series-check export clean \
 	distclean
 
 help:
@@ -144,6 +144,19 @@ bench-uring: tree
 	grep -v '^@@' $(URING_OUT)/results.log | tr -d '\r' > $(URING_OUT)/summary.md; \
 	echo "[bench] report: $(URING_OUT)/summary.md"; \
 	if grep -q '^not ok' $(URING_OUT)/summary.md; then rc=1; fi; exit $$rc
+
+## bench-stack: sequential reads into GPU memory, md RAID-0 over both drives vs one drive (#11)
+# Same throttled drives as bench-router. STACK_BENCH_ARGS adds stack_bench.* options.
+STACK_OUT := $(BUILD)/bench-stack
+bench-stack: tree
+	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(PY) $(SCRIPTS)/vm.py --mode bench \
+		--bench stack_bench --out $(STACK_OUT) \
+		--bps $${SPIN_VM_BPS:-$(ROUTER_BPS)} --iops $${SPIN_VM_IOPS:-$(ROUTER_IOPS)} \
+		--timeout $${SPIN_VM_TIMEOUT:-1800} --append "stack_bench.bps=$${SPIN_VM_BPS:-$(ROUTER_BPS)} \
+		stack_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(STACK_BENCH_ARGS)"' || rc=$$?; \
+	grep -v '^@@' $(STACK_OUT)/results.log | tr -d '\r' > $(STACK_OUT)/summary.md; \
+	echo "[bench] report: $(STACK_OUT)/summary.md"; \
+	if grep -q '^not ok' $(STACK_OUT)/summary.md; then rc=1; fi; exit $$rc
 
 ## series: emit the patch series with a cover letter into build/series
 series: tree
