@@ -21,6 +21,7 @@
  * burst; the Makefile passes them).
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -97,7 +98,7 @@ static long long cmdline_ll(const char *key, long long def)
 		return def;
 	snprintf(want, sizeof(want), "stack_bench.%s=", key);
 	for (p = strstr(line, want); p; p = strstr(p + 1, want))
-		if (p == line || p[-1] == ' ')
+		if (p == line || isspace((unsigned char)p[-1]))
 			return atoll(p + strlen(want));
 	return def;
 }

@@ -16,6 +16,7 @@
  * Emulator figures (QEMU TCG, throttled drives, the BAR is host RAM).
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -40,7 +41,7 @@ static long cmdline_l(const char *key, long def)
 		return def;
 	snprintf(want, sizeof(want), "uring_bench.%s=", key);
 	for (p = strstr(line, want); p; p = strstr(p + 1, want))
-		if (p == line || p[-1] == ' ')
+		if (p == line || isspace((unsigned char)p[-1]))
 			return atol(p + strlen(want));
 	return def;
 }

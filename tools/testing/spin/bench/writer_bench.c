@@ -34,6 +34,7 @@
  * path costs here, not what it gains on a GPU.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -117,7 +118,7 @@ static long long cmdline_ll(const char *key, long long def)
 		return def;
 	snprintf(want, sizeof(want), "writer_bench.%s=", key);
 	for (p = strstr(line, want); p; p = strstr(p + 1, want))
-		if (p == line || p[-1] == ' ')
+		if (p == line || isspace((unsigned char)p[-1]))
 			return atoll(p + strlen(want));
 	return def;
 }
