@@ -3,9 +3,8 @@
 #
 # Build the guest's initramfs (uncompressed: decompression is slow under TCG): busybox,
 # fio, mkfs.ext4, mkfs.xfs, mdadm, dmsetup (with their shared libraries), the spin user tool,
-# the spin selftests built from the
-# kernel tree, the selfcheck program, and the guest scripts. The cpio is rewritten only when
-# its content changes.
+# the spin selftests built from the kernel tree, the selfcheck program, and the guest scripts.
+# The cpio is rewritten only when its content changes.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
