@@ -167,6 +167,16 @@ struct spin_member {
 
 int spin_file_members(struct file *file, struct spin_member *out,
 		      unsigned int max);
+int spin_disk_members(struct gendisk *disk, struct spin_member *out,
+		      unsigned int max);
+bool spin_disk_p2pdma(struct gendisk *disk);
+unsigned int spin_p2p_providers(struct pci_dev **out, unsigned int max);
+
+/* The most p2pdma providers /sys/block/<disk>/spin/p2p reports. */
+#define SPIN_PROVIDERS_MAX 16
+
+/* Implemented in Rust: /sys/block/<disk>/spin/p2p. */
+ssize_t spin_rust_disk_p2p_show(struct gendisk *disk, char *buf);
 
 /**
  * struct spin_stream - what GPU read-ahead reads of a file's read-ahead state
@@ -242,6 +252,7 @@ enum spin_sysfs_attr {
 	SPIN_ATTR_BW_P2P,
 	SPIN_ATTR_BW_PC,
 	SPIN_ATTR_RA_PARTITION,
+	SPIN_ATTR_P2P,
 };
 
 extern const struct attribute_group spin_disk_attr_group;

@@ -594,48 +594,52 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
 #define SPIN_STACK_VISITS 256
 
 /**
- * spin_file_members - the disks at the bottom of a file's stacked disk
- * @file: a file on a stacked disk (spin_file_check() set @stacked)
+ * spin_disk_members - the disks at the bottom of a disk
+ * @disk: a disk, stacked (md, dm) or not
  * @out: filled with up to @max disks and their PCI devices
  * @max: room in @out
  *
- * Walks the holder links of the file's disk (md members, dm table devices)
- * down to the disks that hold no others, and reports each of those with its
- * first PCI ancestor: the devices that move the data of a bio sent to the
- * stacked disk. A disk without a PCI ancestor (an NVMe multipath head, a
- * loop device) is reported with @pdev %NULL.
+ * Walks the holder links of @disk (md members, dm table devices) down to
+ * the disks that hold no others, and reports each of those with its first
+ * PCI ancestor: the devices that move the data of a bio sent to @disk. A
+ * disk that holds no others is its own bottom. A disk without a PCI ancestor
+ * (an NVMe multipath head, a loop device) is reported with @pdev %NULL.
  *
  * Return: the number of disks stored, -%E2BIG if there are more than @max
  * or the stack is deeper than %SPIN_STACK_VISITS disks, or -%ENOMEM. The
  * caller drops the PCI device references of the stored entries.
  */
-int spin_file_members(struct file *file, struct spin_member *out,
+int spin_disk_members(struct gendisk *disk, struct spin_member *out,
 		      unsigned int max)
 {
-	struct block_device *bdev = file_inode(file)->i_sb->s_bdev;
 	struct block_device **todo;
 	unsigned int n = 0, top, visits = 0;
 	int ret = 0;
 
-	if (!bdev)
-		return 0;
+	if (!max)
+		return -E2BIG;
+	if (!spin_disk_stacked(disk)) {
+		out[0].devt = disk_devt(disk);
+		out[0].pdev = spin_disk_pci_dev(disk);
+		return 1;
+	}
 	todo = kmalloc_array(SPIN_STACK_VISITS, sizeof(*todo), GFP_KERNEL);
 	if (!todo)
 		return -ENOMEM;
-	top = disk_get_slaves(bdev->bd_disk, todo, SPIN_STACK_VISITS);
+	top = disk_get_slaves(disk, todo, SPIN_STACK_VISITS);
 	if (top > SPIN_STACK_VISITS) {
 		visits = top;
 		top = SPIN_STACK_VISITS;
 	}
 	while (top) {
 		struct block_device *slave = todo[--top];
-		struct gendisk *disk = slave->bd_disk;
+		struct gendisk *sd = slave->bd_disk;
 		unsigned int more;
 
 		if (++visits > SPIN_STACK_VISITS || n == max) {
 			ret = -E2BIG;
-		} else if (spin_disk_stacked(disk)) {
-			more = disk_get_slaves(disk, todo + top,
+		} else if (spin_disk_stacked(sd)) {
+			more = disk_get_slaves(sd, todo + top,
 					       SPIN_STACK_VISITS - top);
 			if (more > SPIN_STACK_VISITS - top) {
 				ret = -E2BIG;
@@ -643,8 +647,8 @@ int spin_file_members(struct file *file, struct spin_member *out,
 			}
 			top += more;
 		} else {
-			out[n].devt = disk_devt(disk);
-			out[n].pdev = spin_disk_pci_dev(disk);
+			out[n].devt = disk_devt(sd);
+			out[n].pdev = spin_disk_pci_dev(sd);
 			n++;
 		}
 		put_device(&slave->bd_device);
@@ -654,6 +658,57 @@ int spin_file_members(struct file *file, struct spin_member *out,
 		while (n)
 			pci_dev_put(out[--n].pdev);
 		return ret;
+	}
+	return n;
+}
+
+/**
+ * spin_file_members - the disks at the bottom of a file's disk
+ * @file: a file on a block device
+ * @out: filled with up to @max disks and their PCI devices
+ * @max: room in @out
+ *
+ * Return: as spin_disk_members() for the disk of the file's filesystem; 0
+ * if it has none.
+ */
+int spin_file_members(struct file *file, struct spin_member *out,
+		      unsigned int max)
+{
+	struct block_device *bdev = file_inode(file)->i_sb->s_bdev;
+
+	return bdev ? spin_disk_members(bdev->bd_disk, out, max) : 0;
+}
+
+/**
+ * spin_disk_p2pdma - does the disk's queue accept P2PDMA pages?
+ * @disk: a disk
+ *
+ * Return: whether the queue has %BLK_FEAT_PCI_P2PDMA.
+ */
+bool spin_disk_p2pdma(struct gendisk *disk)
+{
+	return blk_queue_pci_p2pdma(disk->queue);
+}
+
+/**
+ * spin_p2p_providers - the PCI devices that published p2pdma memory
+ * @out: filled with up to @max devices, each with a reference held
+ * @max: room in @out
+ *
+ * Return: the number of devices stored.
+ */
+unsigned int spin_p2p_providers(struct pci_dev **out, unsigned int max)
+{
+	struct pci_dev *pdev = NULL;
+	unsigned int n = 0;
+
+	for_each_pci_dev(pdev) {
+		if (n == max) {
+			pci_dev_put(pdev);
+			break;
+		}
+		if (pci_has_p2pmem(pdev))
+			out[n++] = pci_dev_get(pdev);
 	}
 	return n;
 }
@@ -699,6 +754,8 @@ static ssize_t spin_disk_show(struct device *dev,
 	struct spin_disk_attr *a = container_of(attr, struct spin_disk_attr,
 						attr);
 
+	if (a->nr == SPIN_ATTR_P2P)
+		return spin_rust_disk_p2p_show(dev_to_disk(dev), buf);
 	return spin_rust_sysfs_show(disk_devt(dev_to_disk(dev)), a->nr, buf);
 }
 
@@ -725,6 +782,7 @@ SPIN_DISK_ATTR(s_cutoff, 0644, SPIN_ATTR_S_CUTOFF);
 SPIN_DISK_ATTR(c_p2p_ns, 0644, SPIN_ATTR_C_P2P_NS);
 SPIN_DISK_ATTR(bw_p2p, 0644, SPIN_ATTR_BW_P2P);
 SPIN_DISK_ATTR(bw_pc, 0644, SPIN_ATTR_BW_PC);
+SPIN_DISK_ATTR(p2p, 0444, SPIN_ATTR_P2P);
 
 static struct attribute *spin_disk_attrs[] = {
 	&spin_disk_attr_stat.attr.attr,
@@ -732,6 +790,7 @@ static struct attribute *spin_disk_attrs[] = {
 	&spin_disk_attr_c_p2p_ns.attr.attr,
 	&spin_disk_attr_bw_p2p.attr.attr,
 	&spin_disk_attr_bw_pc.attr.attr,
+	&spin_disk_attr_p2p.attr.attr,
 	NULL,
 };
 

@@ -144,6 +144,88 @@ pub(crate) struct Member {
     pub(crate) pdev: Option<ARef<pci::Device>>,
 }
 
+/// Calls `fill` (`spin_file_members()` or `spin_disk_members()`) with room for
+/// `SPIN_MEMBERS_MAX` entries and takes over the PCI device references it returns.
+fn collect_members(
+    fill: impl FnOnce(*mut bindings::spin_member, u32) -> c_int,
+) -> Result<KVec<Member>> {
+    const MAX: usize = bindings::SPIN_MEMBERS_MAX as usize;
+    let mut raw = KVec::<bindings::spin_member>::with_capacity(MAX, GFP_KERNEL)?;
+    let mut out = KVec::<Member>::with_capacity(MAX, GFP_KERNEL)?;
+    let n = fill(raw.as_mut_ptr(), MAX as u32);
+    let n = usize::try_from(n).map_err(|_| Error::from_errno(n))?;
+    // SAFETY: `fill` initialised the first `n <= MAX` entries.
+    unsafe { raw.inc_len(n.min(MAX)) };
+    for m in raw.iter() {
+        let pdev = NonNull::new(m.pdev).map(|p| {
+            // SAFETY: `fill` returns each PCI device with a reference held for us, taken over
+            // here once; `pci::Device` is a transparent wrapper of `struct pci_dev`.
+            unsafe { ARef::from_raw(p.cast::<pci::Device>()) }
+        });
+        // `out` has room for every entry, so this does not allocate; were it to fail, the
+        // rejected member is dropped with its reference.
+        let _ = out.push_within_capacity(Member { devt: m.devt, pdev });
+    }
+    Ok(out)
+}
+
+/// A disk whose sysfs file is being read (`/sys/block/<disk>/spin/p2p`).
+///
+/// # Invariants
+///
+/// `disk` is a valid `struct gendisk` for the lifetime `'a`.
+pub(crate) struct DiskRef<'a> {
+    disk: NonNull<bindings::gendisk>,
+    _p: core::marker::PhantomData<&'a bindings::gendisk>,
+}
+
+impl DiskRef<'_> {
+    /// Wraps `disk`.
+    ///
+    /// # Safety
+    ///
+    /// `disk` must be a valid `struct gendisk` while the result is used.
+    pub(crate) unsafe fn from_raw(disk: *mut bindings::gendisk) -> Option<Self> {
+        NonNull::new(disk).map(|disk| DiskRef {
+            disk,
+            _p: core::marker::PhantomData,
+        })
+    }
+
+    /// Whether the disk's queue accepts P2PDMA pages.
+    pub(crate) fn p2pdma(&self) -> bool {
+        // SAFETY: The disk is valid (type invariant).
+        unsafe { bindings::spin_disk_p2pdma(self.disk.as_ptr()) }
+    }
+
+    /// The disks at the bottom of this one (itself if it is not stacked).
+    pub(crate) fn members(&self) -> Result<KVec<Member>> {
+        collect_members(|out, max| {
+            // SAFETY: The disk is valid (type invariant); `out` has room for `max` entries.
+            unsafe { bindings::spin_disk_members(self.disk.as_ptr(), out, max) }
+        })
+    }
+}
+
+/// The PCI devices that published p2pdma memory (at most `SPIN_PROVIDERS_MAX`).
+pub(crate) fn p2p_providers() -> Result<KVec<ARef<pci::Device>>> {
+    const MAX: usize = bindings::SPIN_PROVIDERS_MAX as usize;
+    let mut raw = KVec::<*mut bindings::pci_dev>::with_capacity(MAX, GFP_KERNEL)?;
+    let mut out = KVec::with_capacity(MAX, GFP_KERNEL)?;
+    // SAFETY: `raw` has room for `MAX` entries.
+    let n = unsafe { bindings::spin_p2p_providers(raw.as_mut_ptr(), MAX as u32) } as usize;
+    // SAFETY: `spin_p2p_providers()` initialised the first `n <= MAX` entries.
+    unsafe { raw.inc_len(n.min(MAX)) };
+    for p in raw.iter().filter_map(|p| NonNull::new(*p)) {
+        // SAFETY: Each device comes with a reference held for us, taken over here once;
+        // `pci::Device` is a transparent wrapper of `struct pci_dev`.
+        let dev: ARef<pci::Device> = unsafe { ARef::from_raw(p.cast()) };
+        // `out` has room for every entry; a rejected one is dropped with its reference.
+        let _ = out.push_within_capacity(dev);
+    }
+    Ok(out)
+}
+
 /// A read or write being routed: the `kiocb` and user memory the VFS passed to
 /// `spin_route_read_iter()` or `spin_route_write_iter()`.
 ///
@@ -443,26 +525,10 @@ impl Request<'_> {
     ///
     /// Fails with `E2BIG` if there are more than `SPIN_MEMBERS_MAX`.
     pub(crate) fn members(&self) -> Result<KVec<Member>> {
-        const MAX: usize = bindings::SPIN_MEMBERS_MAX as usize;
-        let mut raw = KVec::<bindings::spin_member>::with_capacity(MAX, GFP_KERNEL)?;
-        let mut out = KVec::<Member>::with_capacity(MAX, GFP_KERNEL)?;
-        // SAFETY: The file is valid (type invariant); `raw` has room for `MAX` entries.
-        let n = unsafe { bindings::spin_file_members(self.file(), raw.as_mut_ptr(), MAX as u32) };
-        let n = usize::try_from(n).map_err(|_| Error::from_errno(n))?;
-        // SAFETY: `spin_file_members()` initialised the first `n <= MAX` entries.
-        unsafe { raw.inc_len(n.min(MAX)) };
-        for m in raw.iter() {
-            let pdev = NonNull::new(m.pdev).map(|p| {
-                // SAFETY: `spin_file_members()` returns each PCI device with a reference held
-                // for us, taken over here once; `pci::Device` is a transparent wrapper of
-                // `struct pci_dev`.
-                unsafe { ARef::from_raw(p.cast::<pci::Device>()) }
-            });
-            // `out` has room for every entry, so this does not allocate; were it to fail, the
-            // rejected member is dropped with its reference.
-            let _ = out.push_within_capacity(Member { devt: m.devt, pdev });
-        }
-        Ok(out)
+        collect_members(|out, max| {
+            // SAFETY: The file is valid (type invariant); `out` has room for `max` entries.
+            unsafe { bindings::spin_file_members(self.file(), out, max) }
+        })
     }
 
     /// Fills `map` (a kernel bitmap of `nr` bits) with the page-cache residency of the file's

@@ -9,7 +9,7 @@
 //! and lets go before doing any I/O. The P2P path verdict of a disk (see [`p2p_refused`]) is
 //! found without it and stored under it.
 
-use super::glue::{Fallback, FileInfo, Request};
+use super::glue::{self, DiskRef, Fallback, FileInfo, Member, Request};
 use crate::sched::Params;
 use core::fmt::Write;
 use kernel::{
@@ -288,15 +288,14 @@ pub(crate) fn p2p_refused(req: &Request<'_>, info: &FileInfo, gpu: &pci::Device)
     if let Some(refused) = cached {
         return refused;
     }
-    let reaches = |client: &pci::Device| gpu.p2pdma_distance(client.as_ref()).is_some();
     let refused = match (&info.client, info.stacked) {
-        (Some(client), _) => (!reaches(&**client)).then_some(info.devt),
+        (Some(client), _) => gpu
+            .p2pdma_distance((**client).as_ref())
+            .is_none()
+            .then_some(info.devt),
         (None, false) => Some(info.devt),
         (None, true) => match req.members() {
-            Ok(members) => members
-                .iter()
-                .find(|m| !m.pdev.as_deref().is_some_and(|p| reaches(p)))
-                .map(|m| m.devt),
+            Ok(members) => refused_member(gpu, &members),
             Err(_) => Some(info.devt),
         },
     };
@@ -309,6 +308,93 @@ pub(crate) fn p2p_refused(req: &Request<'_>, info: &FileInfo, gpu: &pci::Device)
         });
     }
     refused
+}
+
+/// The first of `members` whose PCI device `gpu` cannot reach by P2P DMA (or that has none).
+fn refused_member(gpu: &pci::Device, members: &[Member]) -> Option<u32> {
+    members
+        .iter()
+        .find(|m| {
+            m.pdev
+                .as_deref()
+                .and_then(|p| gpu.p2pdma_distance(p.as_ref()))
+                .is_none()
+        })
+        .map(|m| m.devt)
+}
+
+/// Writes `MAJ:MIN` of a device number.
+fn devt_fmt(f: &mut Formatter<'_>, devt: u32) -> core::fmt::Result {
+    write!(f, "{}:{}", devt >> 20, devt & ((1 << 20) - 1))
+}
+
+/// `/sys/block/<disk>/spin/p2p`: whether P2P DMA between the disk and each p2pdma provider is
+/// possible, as the router decides it, and why not (see `Documentation/ABI/testing/sysfs-block-spin`).
+fn p2p_show(disk: &DiskRef<'_>, f: &mut Formatter<'_>) -> core::fmt::Result {
+    let queue = disk.p2pdma();
+    let members = disk.members();
+    writeln!(f, "queue {}", u8::from(queue))?;
+    match &members {
+        Ok(members) => {
+            for m in members.iter() {
+                write!(f, "member ")?;
+                devt_fmt(f, m.devt)?;
+                match &m.pdev {
+                    Some(p) => writeln!(f, " {}", (**p).as_ref().name())?,
+                    None => writeln!(f, " -")?,
+                }
+            }
+        }
+        Err(e) => writeln!(f, "members error {}", e.to_errno())?,
+    }
+    for gpu in glue::p2p_providers().iter().flatten() {
+        let name = (**gpu).as_ref().name();
+        let Ok(members) = &members else {
+            writeln!(f, "provider {name} distance")?;
+            continue;
+        };
+        for m in members.iter() {
+            write!(f, "distance {name} ")?;
+            devt_fmt(f, m.devt)?;
+            match m
+                .pdev
+                .as_deref()
+                .and_then(|p| gpu.p2pdma_distance(p.as_ref()))
+            {
+                Some(d) => writeln!(f, " {d}")?,
+                None => writeln!(f, " -1")?,
+            }
+        }
+        if !queue {
+            writeln!(f, "provider {name} queue")?;
+        } else if let Some(refused) = refused_member(gpu, members) {
+            write!(f, "provider {name} distance ")?;
+            devt_fmt(f, refused)?;
+            writeln!(f)?;
+        } else {
+            writeln!(f, "provider {name} ok")?;
+        }
+    }
+    Ok(())
+}
+
+/// `show` of `/sys/block/<disk>/spin/p2p`.
+///
+/// # Safety
+///
+/// `disk` is a valid `struct gendisk` and `buf` a sysfs show buffer of `PAGE_SIZE` bytes.
+#[no_mangle]
+unsafe extern "C" fn spin_rust_disk_p2p_show(disk: *mut bindings::gendisk, buf: *mut u8) -> isize {
+    // SAFETY: sysfs show buffers are `PAGE_SIZE` bytes (function safety requirements).
+    let page = unsafe { core::slice::from_raw_parts_mut(buf, kernel::page::PAGE_SIZE) };
+    let mut f = Formatter::new(page);
+    // SAFETY: `disk` is valid for the call (function safety requirements).
+    let Some(disk) = (unsafe { DiskRef::from_raw(disk) }) else {
+        return EINVAL.to_errno() as isize;
+    };
+    // A full page truncates the report; what was written stays.
+    let _ = p2p_show(&disk, &mut f);
+    f.bytes_written() as isize
 }
 
 /// Entries this many at most: one per disk that was routed to or configured.

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build the guest's initramfs (uncompressed: decompression is slow under TCG): busybox,
-# fio, mkfs.ext4, mkfs.xfs, mdadm, dmsetup (with their shared libraries), the spin selftests built from the
-# kernel tree, the selfcheck program, and the guest scripts. The cpio is rewritten only when
-# its content changes.
+# fio, mkfs.ext4, mkfs.xfs, mdadm, dmsetup (with their shared libraries), the spin user tool,
+# the spin selftests built from the kernel tree, the selfcheck program, and the guest scripts.
+# The cpio is rewritten only when its content changes.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,6 +62,12 @@ for b in "$here"/../bench/*.c; do
 	gcc -O2 -Wall -static -isystem "$KOBJ/usr/include" -I"$KSRC/tools/testing/selftests/spin" \
 		-o "$stage/spin/bench/$(basename "$b" .c)" "$b" "$KSRC/tools/testing/selftests/spin/spin_lib.c"
 done
+
+# The user tool (tools/spin), static, as /usr/bin/spin.
+log "building tools/spin"
+CARGO_TARGET_DIR="$BUILD/tools-spin" RUSTFLAGS="-C target-feature=+crt-static" \
+	cargo build --release --quiet --locked --manifest-path "$here/../../../spin/Cargo.toml"
+cp "$BUILD/tools-spin/release/spin" "$stage/usr/bin/spin"
 
 cp "$guest/init" "$stage/init"
 # fio regression jobs (run by fio_test).

@@ -24,8 +24,9 @@ count() { # PASSED FAILED NAME...
 
 run_core() {
 	local out rc p f
-	log "core: cargo test (host build of rust/spin/sched)"
-	out=$(cargo test --manifest-path "$core" 2>&1)
+	log "core: cargo test (host build of rust/spin/sched; tools/spin)"
+	out=$(cargo test --manifest-path "$core" 2>&1 &&
+		cargo test --locked --manifest-path "$repo/tools/spin/Cargo.toml" 2>&1)
 	rc=$?
 	printf '%s\n' "$out" | grep -E '^test .* FAILED$|panicked|^error' || true
 	p=$(printf '%s\n' "$out" | awk '/^test result:/ {s += $4} END {print s + 0}')
