@@ -340,7 +340,7 @@ fn p2p_show(disk: &DiskRef<'_>, f: &mut Formatter<'_>) -> core::fmt::Result {
                 write!(f, "member ")?;
                 devt_fmt(f, m.devt)?;
                 match &m.pdev {
-                    Some(p) => writeln!(f, " {}", (**p).as_ref().name())?,
+                    Some(p) => writeln!(f, " {}", (**p).as_ref().name().to_str().unwrap_or("?"))?,
                     None => writeln!(f, " -")?,
                 }
             }
@@ -348,7 +348,7 @@ fn p2p_show(disk: &DiskRef<'_>, f: &mut Formatter<'_>) -> core::fmt::Result {
         Err(e) => writeln!(f, "members error {}", e.to_errno())?,
     }
     for gpu in glue::p2p_providers().iter().flatten() {
-        let name = (**gpu).as_ref().name();
+        let name = (**gpu).as_ref().name().to_str().unwrap_or("?");
         let Ok(members) = &members else {
             writeln!(f, "provider {name} distance")?;
             continue;

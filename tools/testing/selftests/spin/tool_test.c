@@ -94,7 +94,7 @@ static int block_has(const char *name, const char *what)
 	p = strstr(out, head);
 	if (!p)
 		return 0;
-	for (e = strchr(p + 1, '\n'); e && !strncmp(e, "\n    ", 6); e = strchr(e + 1, '\n'))
+	for (e = strchr(p + 1, '\n'); e && !strncmp(e, "\n    ", 5); e = strchr(e + 1, '\n'))
 		;
 	snprintf(blk, sizeof(blk), "%.*s", (int)(e ? e - p : (long)strlen(p)), p);
 	return strstr(blk, what) != NULL;
@@ -165,7 +165,7 @@ static void test_sysfs(struct disk *near, struct disk *far, struct disk *vblk)
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct disk *d = ds[cases[i].which];
-		char path[PATH_MAX], want[128], buf[4096], devt[32];
+		char path[PATH_MAX], want[128], buf[4096], devt[64];
 		int ok;
 
 		snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", d->name);
@@ -174,7 +174,7 @@ static void test_sysfs(struct disk *near, struct disk *far, struct disk *vblk)
 		ok = !spin_read_file(path, buf, sizeof(buf)) && strstr(buf, want);
 		/* distance names the disk itself: it has no stack. */
 		if (ok && cases[i].which == 1) {
-			char dv[32], named[64];
+			char dv[32], named[192];
 
 			ok = !spin_read_file(devt, dv, sizeof(dv));
 			snprintf(named, sizeof(named), "%s %s", want, dv);
@@ -307,7 +307,7 @@ int main(void)
 			     .virtio = 1 };
 
 	ksft_print_header();
-	ksft_set_plan(3 + 4 + 2 + 8);
+	ksft_set_plan(3 + 5 + 2 + 8);
 	if (access(TOOL, X_OK))
 		ksft_exit_fail_msg("%s is missing from the initramfs\n", TOOL);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
