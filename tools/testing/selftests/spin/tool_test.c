@@ -205,8 +205,8 @@ static void test_check(struct disk *near, struct disk *far, struct disk *vblk)
 	     block_has(vblk->name, "no P2P: queue: the disk's queue does not accept");
 	ksft_test_result(ok, "spin check: %s P2P possible, %s distance with the route, %s queue\n",
 			 near->name, far->name, vblk->name);
-	if (!ok)
-		ksft_print_msg("%s", out);
+	/* Shown always: the README's example session comes from here. */
+	ksft_print_msg("spin check:\n%s", out);
 
 	/* One good file: exit 0. */
 	rc = run(TOOL " check /mnt/tool-near/f");
@@ -269,8 +269,7 @@ static void test_stat(struct disk *near)
 	snprintf(want, sizeof(want), "%s ", near->name);
 	ok = rc == 0 && line_with("device", "rd_p2p_MB") && line_with(want, NULL);
 	ksft_test_result(ok, "spin stat -i 1 -c 2: exit %d, a rate line for %s\n", rc, near->name);
-	if (!ok)
-		ksft_print_msg("%s", out);
+	ksft_print_msg("spin stat -i 1 -c 2:\n%s", out);
 	munmap(g, 32 * MiB);
 	close(buf);
 	close(heap);
