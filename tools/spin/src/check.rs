@@ -341,6 +341,41 @@ fn check_path(p: &str) -> PathReport {
     r
 }
 
+/// The provider that P2P DMA with disk `name` is possible with (`want`, or else the one with
+/// the most p2pdma memory: a GPU's BAR rather than an NVMe CMB), or why there is none.
+pub fn usable_provider(name: &str, want: Option<&str>) -> Result<String, String> {
+    let d = disk(name);
+    let provs = providers();
+    let size = |pci: &str| provs.iter().find(|p| p.pci == pci).map_or(0, |p| p.size);
+    let ok = d
+        .verdicts
+        .iter()
+        .filter(|v| v.reason == "ok" && want.is_none_or(|w| w == v.pci))
+        .max_by_key(|v| size(&v.pci));
+    if let Some(v) = ok {
+        return Ok(v.pci.clone());
+    }
+    if let Some(w) = want {
+        return match d.verdicts.iter().find(|v| v.pci == w) {
+            Some(v) => Err(d.why(v)),
+            None => Err(format!("{w} is not a p2pdma provider")),
+        };
+    }
+    if let Some(e) = &d.error {
+        return Err(e.clone());
+    }
+    match d.verdicts.first() {
+        Some(v) => Err(d.why(v)),
+        None => Err("no GPU memory provider: no PCI device published p2pdma memory".into()),
+    }
+}
+
+/// The disk of file `p` and, if its data cannot go by P2P whatever the provider, why.
+pub fn file_reason(p: &str) -> (Option<String>, Option<(String, String)>) {
+    let r = check_path(p);
+    (r.disk, r.reason)
+}
+
 pub fn main(args: &[String]) -> Result<u8, Fail> {
     let mut as_json = false;
     let mut paths = Vec::new();

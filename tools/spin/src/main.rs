@@ -6,20 +6,25 @@
 //!   the given files) whether P2P DMA to each provider is possible and exactly why not.
 //! - `spin stat [-i SECS] [-c COUNT]`: the router's counters, system-wide and per disk; as
 //!   rates per second when repeated.
+//! - `spin calibrate DISK|FILE [--apply] [--png FILE] [--reps N]`: fits the cost model to the
+//!   machine and, with `--apply`, sets it for the disk.
 //!
 //! Errors (bad arguments, a kernel without spin) print one line and exit with status 2.
 //! `spin check` exits with 0 if P2P is possible for every named path (or, without paths, for
 //! some disk and provider), else 1.
 
+mod calibrate;
 mod check;
 mod json;
+mod png;
 mod stat;
 mod sys;
 
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: spin check [--json] [PATH...]
-       spin stat [-i SECS] [-c COUNT]";
+       spin stat [-i SECS] [-c COUNT]
+       spin calibrate DISK|FILE [--apply] [--png FILE] [--reps N] [--provider PCI]";
 
 /// A one-line error for the user; exit status 2.
 #[derive(Debug)]
@@ -35,6 +40,7 @@ fn run(args: &[String]) -> Result<u8, Fail> {
     match args.first().map(String::as_str) {
         Some("check") => check::main(&args[1..]),
         Some("stat") => stat::main(&args[1..]),
+        Some("calibrate") => calibrate::main(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(0)

@@ -11,6 +11,9 @@
  *    (queue), alone and together (exit 1), in text and --json;
  *  - spin stat: totals, and with -i/-c the rates of a routed read's bytes on
  *    the right disk;
+ *  - spin calibrate --apply --png on the file on spin-nvme0: the fit printed,
+ *    a PNG written, the printed parameters in sysfs (restored afterwards);
+ *    refused with the reason on tmpfs, spin-nvme2, spin-vblk and a small file;
  *  - bad arguments: one line on stderr, exit status 2.
  */
 #define _GNU_SOURCE
@@ -32,6 +35,7 @@
 #define MiB (1024UL * 1024)
 #define TOOL "/usr/bin/spin"
 #define OUT_MAX (64 * 1024)
+#define FOUR "/mnt/tool-near/f /mnt/tool-tmpfs/f /mnt/tool-far/f /mnt/tool-vblk/f"
 
 static char gpu[PATH_MAX];
 static const char *gpu_bdf;
@@ -97,7 +101,7 @@ static int block_has(const char *name, const char *what)
 	for (e = strchr(p + 1, '\n'); e && !strncmp(e, "\n    ", 5); e = strchr(e + 1, '\n'))
 		;
 	snprintf(blk, sizeof(blk), "%.*s", (int)(e ? e - p : (long)strlen(p)), p);
-	return strstr(blk, what) != NULL;
+	return !!strstr(blk, what);
 }
 
 /* The JSON object of out that holds "path": "@path", up to the next "path" key. */
@@ -197,8 +201,8 @@ static void test_check(struct disk *near, struct disk *far, struct disk *vblk)
 	rc = run(TOOL " check");
 	snprintf(want, sizeof(want), "%s: p2pmem", gpu_bdf);
 	l = line_with(want, "heap /dev/dma_heap/p2p-");
-	ksft_test_result(rc == 0 && l, "spin check: exit %d, the stand-in GPU listed with its heap\n",
-			 rc);
+	ksft_test_result(rc == 0 && l, "spin check: exit %d, %s\n", rc,
+			 "the stand-in GPU listed with its heap");
 	ok = rc == 0 && block_has(near->name, "P2P possible") &&
 	     block_has(far->name, "no P2P: distance: pci_p2pdma_distance() refuses") &&
 	     block_has(far->name, "; route ") &&
@@ -215,16 +219,15 @@ static void test_check(struct disk *near, struct disk *far, struct disk *vblk)
 			 rc);
 
 	/* Every fallback disk, text and JSON: exit 1, each reason right. */
-	rc = run(TOOL " check /mnt/tool-near/f /mnt/tool-tmpfs/f /mnt/tool-far/f /mnt/tool-vblk/f");
+	rc = run(TOOL " check " FOUR);
 	ok = rc == 1 && line_with("/mnt/tool-tmpfs/f", "no P2P: no_bdev") &&
 	     line_with("/mnt/tool-far/f", "no P2P: distance") &&
 	     line_with("/mnt/tool-vblk/f", "no P2P: queue");
-	ksft_test_result(ok, "spin check of four files: exit %d (want 1), no_bdev, distance, queue\n",
-			 rc);
+	ksft_test_result(ok, "spin check of four files: exit %d (want 1), %s\n", rc,
+			 "no_bdev, distance, queue");
 	if (!ok)
 		ksft_print_msg("%s", out);
-	rc = run(TOOL " check --json /mnt/tool-near/f /mnt/tool-tmpfs/f /mnt/tool-far/f "
-		 "/mnt/tool-vblk/f");
+	rc = run(TOOL " check --json " FOUR);
 	ok = rc == 1 && strstr(out, "\"p2p_possible\": false");
 	ok = ok && !json_path("/mnt/tool-near/f", obj, sizeof(obj)) &&
 	     strstr(obj, "\"p2p\": true") && strstr(obj, "\"reason\": null");
@@ -275,11 +278,89 @@ static void test_stat(struct disk *near)
 	close(heap);
 }
 
+static const char *const model[] = { "c_p2p_ns", "s_cutoff", "bw_p2p", "bw_pc" };
+
+/* Writes the cost model of @disk in an order that keeps it consistent (c_p2p_ns first high). */
+static int model_write(const char *disk, const long long v[4])
+{
+	char path[PATH_MAX], val[32];
+	int ret = 0;
+
+	for (int i = 0; i <= 4; i++) {
+		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", disk, model[i % 4]);
+		snprintf(val, sizeof(val), "%lld", i == 0 ? 1000000000LL : v[i % 4]);
+		ret |= spin_write_file(path, val);
+	}
+	return ret;
+}
+
+static void test_calibrate(struct disk *near)
+{
+	char path[PATH_MAX], line[256], *p;
+	long long before[4], after[4], printed[4] = { -1, -1, -1, -1 };
+	unsigned char sig[8] = { 0 };
+	int rc, ok;
+	FILE *f;
+
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", near->name, model[i]);
+		before[i] = spin_read_ll(path);
+	}
+	rc = run(TOOL " calibrate /mnt/tool-near/f --reps 3 --png /tmp/calib.png --apply");
+	ksft_print_msg("spin calibrate:\n%s", out);
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", near->name, model[i]);
+		after[i] = spin_read_ll(path);
+		snprintf(line, sizeof(line), " %s=", model[i]);
+		p = strstr(out, "parameters:");
+		p = p ? strstr(p, line) : NULL;
+		if (p)
+			printed[i] = atoll(p + strlen(line));
+	}
+	f = fopen("/tmp/calib.png", "rb");
+	if (f) {
+		if (fread(sig, 1, sizeof(sig), f) != sizeof(sig))
+			sig[0] = 0;
+		fclose(f);
+	}
+	snprintf(line, sizeof(line), "with GPU memory of %s:", gpu_bdf);
+	ok = rc == 0 && strstr(out, line) && strstr(out, "P2P (Eq. 1): C_p2p") &&
+	     strstr(out, "R^2") && strstr(out, "applied to") &&
+	     !memcmp(sig, "\x89PNG\r\n\x1a\n", 8);
+	for (int i = 0; ok && i < 4; i++)
+		ok = printed[i] > 0 && printed[i] == after[i];
+	ksft_test_result(ok, "spin calibrate --apply --png: exit %d, %s\n", rc,
+			 "the GPU's memory, fit printed, PNG written, sysfs holds the parameters");
+	if (model_write(near->name, before))
+		ksft_print_msg("restoring the cost model of %s failed\n", near->name);
+
+	/* Refusals: one line, exit 2, the reason. */
+	rc = run(TOOL " calibrate /mnt/tool-tmpfs/f");
+	ksft_test_result(rc == 2 && strstr(err, "no_bdev"), "calibrate on tmpfs: exit %d, %.*s\n",
+			 rc, (int)strcspn(err, "\n"), err);
+	rc = run(TOOL " calibrate /mnt/tool-far/f");
+	ksft_test_result(rc == 2 && strstr(err, "no P2P between") && strstr(err, "distance"),
+			 "calibrate on spin-nvme2: exit %d, %.*s\n", rc, (int)strcspn(err, "\n"),
+			 err);
+	rc = run(TOOL " calibrate /mnt/tool-vblk/f");
+	ksft_test_result(rc == 2 && strstr(err, "queue"), "calibrate on spin-vblk: exit %d, %.*s\n",
+			 rc, (int)strcspn(err, "\n"), err);
+	rc = run(TOOL " calibrate /mnt/tool-near/f --provider 0000:00:00.0");
+	ksft_test_result(rc == 2 && strstr(err, "is not a p2pdma provider"),
+			 "calibrate --provider of a non-provider: exit %d, %.*s\n", rc,
+			 (int)strcspn(err, "\n"), err);
+	rc = run(TOOL " calibrate /mnt/tool-near/small");
+	ksft_test_result(rc == 2 && strstr(err, "MiB are needed"),
+			 "calibrate on a 1 MiB file: exit %d, %.*s\n", rc, (int)strcspn(err, "\n"),
+			 err);
+}
+
 static void test_bad_args(void)
 {
 	static const char *const bad[] = {
 		TOOL, TOOL " bogus", TOOL " check --bogus", TOOL " stat -i", TOOL " stat -i x",
-		TOOL " stat -i 0", TOOL " stat -c 3", TOOL " stat extra",
+		TOOL " stat -i 0", TOOL " stat -c 3", TOOL " stat extra", TOOL " calibrate",
+		TOOL " calibrate /nonexistent", TOOL " calibrate a b", TOOL " calibrate x --reps 0",
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
@@ -306,7 +387,7 @@ int main(void)
 			     .virtio = 1 };
 
 	ksft_print_header();
-	ksft_set_plan(3 + 5 + 2 + 8);
+	ksft_set_plan(3 + 5 + 2 + 6 + 12);
 	if (access(TOOL, X_OK))
 		ksft_exit_fail_msg("%s is missing from the initramfs\n", TOOL);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
@@ -316,13 +397,15 @@ int main(void)
 	if (disk_setup(&near) || disk_setup(&far) || disk_setup(&vblk) ||
 	    mount("tmpfs", "/mnt/tool-tmpfs", "tmpfs", 0, "size=16m"))
 		ksft_exit_fail_msg("setting up the disks: %s\n", strerror(errno));
-	if (make_file("/mnt/tool-near/f", 32 * MiB) || make_file("/mnt/tool-far/f", MiB) ||
-	    make_file("/mnt/tool-vblk/f", MiB) || make_file("/mnt/tool-tmpfs/f", MiB))
+	if (make_file("/mnt/tool-near/f", 32 * MiB) || make_file("/mnt/tool-far/f", 20 * MiB) ||
+	    make_file("/mnt/tool-vblk/f", 20 * MiB) || make_file("/mnt/tool-tmpfs/f", MiB) ||
+	    make_file("/mnt/tool-near/small", MiB))
 		ksft_exit_fail_msg("writing the files: %s\n", strerror(errno));
 
 	test_sysfs(&near, &far, &vblk);
 	test_check(&near, &far, &vblk);
 	test_stat(&near);
+	test_calibrate(&near);
 	test_bad_args();
 
 	umount("/mnt/tool-near");

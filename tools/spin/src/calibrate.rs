@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `spin calibrate DISK|FILE [--apply] [--png FILE] [--reps N] [--provider PCI]`: fits the
+//! router's cost model (SPIN section 4.3.1, Eq. 1) to this machine, with GPU memory of the
+//! given provider (default: the reachable one with the most p2pdma memory).
+//!
+//! P2P reads are measured as `O_DIRECT` reads into GPU memory (the path a routed P2P leg takes),
+//! page-cache copies as buffered reads of cached data into GPU memory (which the router
+//! copies), over sizes of 4 KiB to 8 MiB at random aligned offsets. The fit is the host crate's
+//! (`tools/testing/spin/core/src/calib.rs`, one source): Eq. 1 by weighted least squares over
+//! the breakpoint, and the page-cache bandwidth through the origin.
+
+use crate::check;
+use crate::png::Canvas;
+use crate::sys;
+use crate::Fail;
+use spin_core::calib::{fit_p2p, fit_pc, P2pFit, PcFit, Sample};
+use std::ffi::c_void;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::raw::{c_int, c_ulong};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::time::Instant;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const MAX_SIZE: u64 = 8 * MIB;
+const PAGE: u32 = 4096;
+
+extern "C" {
+    fn ioctl(fd: c_int, req: c_ulong, ...) -> c_int;
+    fn mmap(
+        addr: *mut c_void,
+        len: usize,
+        prot: c_int,
+        flags: c_int,
+        fd: c_int,
+        off: i64,
+    ) -> *mut c_void;
+    fn munmap(addr: *mut c_void, len: usize) -> c_int;
+}
+
+/// `struct dma_heap_allocation_data`.
+#[repr(C)]
+struct HeapAlloc {
+    len: u64,
+    fd: u32,
+    fd_flags: u32,
+    heap_flags: u64,
+}
+
+/// `DMA_HEAP_IOCTL_ALLOC`: `_IOWR('H', 0, struct dma_heap_allocation_data)`.
+const DMA_HEAP_IOCTL_ALLOC: c_ulong = 0xc018_4800;
+
+/// A mapped buffer of GPU memory from a provider's spin heap.
+struct GpuBuffer {
+    _fd: File,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl GpuBuffer {
+    fn new(pci: &str, len: usize) -> Result<Self, Fail> {
+        let heap_path = format!("/dev/dma_heap/p2p-{pci}");
+        let heap = File::open(&heap_path)
+            .map_err(|e| Fail(format!("calibrate: {heap_path}: {e} (no GPU memory)")))?;
+        let mut a = HeapAlloc {
+            len: len as u64,
+            fd: 0,
+            fd_flags: 0o2 | 0o2000000, // O_RDWR | O_CLOEXEC
+            heap_flags: 0,
+        };
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: `a` is a `struct dma_heap_allocation_data` the ioctl reads and fills.
+        if unsafe { ioctl(heap.as_raw_fd(), DMA_HEAP_IOCTL_ALLOC, &mut a) } != 0 {
+            return Err(Fail(format!(
+                "calibrate: allocating {len} bytes of GPU memory from {heap_path}: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // SAFETY: The ioctl returned a new file descriptor that nothing else owns.
+        let fd = unsafe { File::from_raw_fd(a.fd as c_int) };
+        // SAFETY: Maps `len` bytes of the dma-buf, shared, readable and writable; the result
+        // is checked before use.
+        let p = unsafe { mmap(std::ptr::null_mut(), len, 3, 1, fd.as_raw_fd(), 0) };
+        if p as isize == -1 {
+            return Err(Fail(format!(
+                "calibrate: mapping GPU memory: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(GpuBuffer {
+            _fd: fd,
+            ptr: p.cast(),
+            len,
+        })
+    }
+
+    fn slice(&mut self, len: usize) -> &mut [u8] {
+        // SAFETY: `ptr` maps `self.len` bytes for as long as `self` lives; the borrow of
+        // `self` keeps the slice unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(self.len)) }
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` are the mapping made in `new`, unmapped once.
+        unsafe { munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn progress(done: usize, total: usize, what: &str) {
+    let w = 30;
+    let f = done * w / total.max(1);
+    eprint!(
+        "\r{what} [{}{}] {:3}%",
+        "#".repeat(f),
+        ".".repeat(w - f),
+        done * 100 / total.max(1)
+    );
+    if done == total {
+        eprintln!();
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn model_p2p(f: &P2pFit, s: f64) -> f64 {
+    if s <= f.s_cutoff {
+        f.c_ns
+    } else {
+        f.c_ns + (s - f.s_cutoff) / f.bw * 1e9
+    }
+}
+
+fn model_pc(f: &PcFit, s: f64) -> f64 {
+    s / f.bw * 1e9
+}
+
+/// The plot: times against sizes, log-log, measurements as dots and the model as lines.
+fn plot(p2p: &[Sample], pc: &[Sample], fp: &P2pFit, fc: &PcFit) -> Vec<u8> {
+    let (w, h, m) = (800i64, 500i64, 50i64);
+    let mut c = Canvas::new(w as usize, h as usize);
+    let all = p2p.iter().chain(pc);
+    let (x0, x1) = (12.0f64, (MAX_SIZE as f64).log2());
+    let ys: Vec<f64> = all.map(|s| s.ns.max(1.0).log10()).collect();
+    let y0 = ys.iter().copied().fold(f64::MAX, f64::min).floor();
+    let y1 = ys
+        .iter()
+        .copied()
+        .fold(f64::MIN, f64::max)
+        .ceil()
+        .max(y0 + 1.0);
+    let px = |s: f64| m + ((s.log2() - x0) / (x1 - x0) * (w - 2 * m) as f64) as i64;
+    let py = |t: f64| h - m - ((t.max(1.0).log10() - y0) / (y1 - y0) * (h - 2 * m) as f64) as i64;
+    let grey = [160, 160, 160];
+    c.line(m, h - m, w - m, h - m, [0, 0, 0]);
+    c.line(m, m, m, h - m, [0, 0, 0]);
+    for e in 12..=23 {
+        let x = px((1u64 << e) as f64);
+        c.line(x, h - m, x, h - m + 5, [0, 0, 0]);
+    }
+    let mut d = y0;
+    while d <= y1 {
+        let y = py(10f64.powf(d));
+        c.line(m - 5, y, w - m, y, grey);
+        d += 1.0;
+    }
+    let (red, blue) = ([200, 30, 30], [30, 60, 200]);
+    let mut prev: Option<(i64, i64, i64, i64)> = None;
+    for i in 0..=200 {
+        let s = 2f64.powf(x0 + (x1 - x0) * f64::from(i) / 200.0);
+        let (a, b) = (py(model_p2p(fp, s)), py(model_pc(fc, s)));
+        let x = px(s);
+        if let Some((lx, la, _, lb)) = prev {
+            c.line(lx, la, x, a, red);
+            c.line(lx, lb, x, b, blue);
+        }
+        prev = Some((x, a, x, b));
+    }
+    for s in p2p {
+        c.dot(px(s.bytes), py(s.ns), 2, red);
+    }
+    for s in pc {
+        c.dot(px(s.bytes), py(s.ns), 2, blue);
+    }
+    c.png()
+}
+
+pub fn main(args: &[String]) -> Result<u8, Fail> {
+    let (mut apply, mut png, mut reps, mut target) = (false, None, 5usize, None);
+    let mut provider: Option<String> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--apply" => apply = true,
+            "--png" => {
+                png = Some(
+                    it.next()
+                        .ok_or_else(|| Fail("calibrate: --png needs a file name".into()))?
+                        .clone(),
+                )
+            }
+            "--provider" => {
+                provider = Some(
+                    it.next()
+                        .ok_or_else(|| Fail("calibrate: --provider needs a PCI address".into()))?
+                        .clone(),
+                )
+            }
+            "--reps" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| Fail("calibrate: --reps needs a number".into()))?;
+                reps = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=100).contains(n))
+                    .ok_or_else(|| Fail(format!("calibrate: --reps '{v}': 1 to 100")))?;
+            }
+            "-h" | "--help" => {
+                println!("usage: spin calibrate DISK|FILE [--apply] [--png FILE] [--reps N] [--provider PCI]");
+                return Ok(0);
+            }
+            s if s.starts_with('-') => {
+                return Err(Fail(format!("calibrate: unknown option '{s}'")))
+            }
+            s if target.is_none() => target = Some(s.to_string()),
+            s => return Err(Fail(format!("calibrate: one DISK or FILE only ('{s}')"))),
+        }
+    }
+    let target = target.ok_or_else(|| Fail("calibrate: which DISK or FILE?".into()))?;
+    sys::need_spin()?;
+    let mode = sys::read(Path::new(sys::SPIN_SYS).join("mode"))?;
+    if mode == "p2p" {
+        return Err(Fail(
+            "calibrate: /sys/kernel/spin/mode is p2p, so cached reads would not be copied; \
+             set it to auto while calibrating"
+                .into(),
+        ));
+    }
+    // A disk name, a block device or a regular file.
+    let path = if target.contains('/') {
+        target.clone()
+    } else {
+        format!("/dev/{target}")
+    };
+    let meta = fs::metadata(&path).map_err(|e| Fail(format!("calibrate: {path}: {e}")))?;
+    let (disk, size) = if meta.file_type().is_block_device() {
+        let rdev = meta.rdev();
+        let (maj, min) = (
+            ((rdev >> 8) & 0xfff) as u32,
+            ((rdev & 0xff) | ((rdev >> 12) & 0xfff00)) as u32,
+        );
+        let disk = sys::disk_of(maj, min)
+            .ok_or_else(|| Fail(format!("calibrate: {path}: no disk in /sys/dev/block")))?;
+        let f = File::open(&path)?;
+        let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let size = if size == 0 {
+            sys::read_u64(format!("/sys/dev/block/{maj}:{min}/size")).unwrap_or(0) * 512
+        } else {
+            size
+        };
+        (disk, size)
+    } else if meta.is_file() {
+        match check::file_reason(&path) {
+            (_, Some((reason, detail))) => {
+                return Err(Fail(format!(
+                    "calibrate: {path}: P2P is impossible for this file: {reason}: {detail}"
+                )))
+            }
+            (Some(d), None) => (d, meta.len()),
+            (None, None) => return Err(Fail(format!("calibrate: {path}: no disk found"))),
+        }
+    } else {
+        return Err(Fail(format!(
+            "calibrate: {path}: not a block device or regular file"
+        )));
+    };
+    if size < 2 * MAX_SIZE {
+        return Err(Fail(format!(
+            "calibrate: {path} has {size} bytes; at least {} MiB are needed",
+            2 * MAX_SIZE / MIB
+        )));
+    }
+    let pci = check::usable_provider(&disk, provider.as_deref()).map_err(|why| {
+        Fail(format!(
+            "calibrate: no P2P between {disk} and GPU memory: {why}"
+        ))
+    })?;
+    let mut gpu = GpuBuffer::new(&pci, MAX_SIZE as usize)?;
+    let direct = OpenOptions::new()
+        .read(true)
+        .custom_flags(0o40000)
+        .open(&path)
+        .map_err(|e| Fail(format!("calibrate: {path}: O_DIRECT: {e}")))?;
+    let buffered = File::open(&path)?;
+    let mut host = vec![0u8; MAX_SIZE as usize];
+
+    println!(
+        "calibrating {disk} ({path}, {} MiB) with GPU memory of {pci}: {reps} reads per size, \
+         4 KiB to {} MiB",
+        size / MIB,
+        MAX_SIZE / MIB
+    );
+    let sizes: Vec<u64> = (12..=23).map(|e| 1u64 << e).collect();
+    let total = sizes.len() * reps * 2;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut p2p, mut pc) = (Vec::new(), Vec::new());
+    let mut done = 0;
+    for &s in &sizes {
+        let (mut tp, mut tc) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let off = rng.next() % (size / s - 1) * s;
+            let t = Instant::now();
+            let n = direct.read_at(gpu.slice(s as usize), off)?;
+            tp.push(t.elapsed().as_nanos() as f64);
+            if n as u64 != s {
+                return Err(Fail(format!("calibrate: short O_DIRECT read ({n} of {s})")));
+            }
+            done += 1;
+            // Cache the range through host memory, then copy it into GPU memory.
+            let off = rng.next() % (size / s - 1) * s;
+            buffered.read_at(&mut host[..s as usize], off)?;
+            let t = Instant::now();
+            let n = buffered.read_at(gpu.slice(s as usize), off)?;
+            tc.push(t.elapsed().as_nanos() as f64);
+            if n as u64 != s {
+                return Err(Fail(format!("calibrate: short buffered read ({n} of {s})")));
+            }
+            done += 1;
+            progress(done, total, "measuring");
+        }
+        p2p.push(Sample {
+            bytes: s as f64,
+            ns: median(&mut tp),
+        });
+        pc.push(Sample {
+            bytes: s as f64,
+            ns: median(&mut tc),
+        });
+    }
+    let mut p2p_fit_in = p2p.clone();
+    let fp = fit_p2p(&mut p2p_fit_in)
+        .ok_or_else(|| Fail("calibrate: the P2P measurements admit no fit".into()))?;
+    let fc = fit_pc(&pc).ok_or_else(|| Fail("calibrate: the copies admit no fit".into()))?;
+    let params = fp.params(PAGE, &fc).map_err(|e| {
+        Fail(format!(
+            "calibrate: the fit gives no valid parameters: {e:?}"
+        ))
+    })?;
+
+    println!("\n    size   P2P us  model  resid   copy us  model  resid");
+    for (a, b) in p2p.iter().zip(&pc) {
+        let (ma, mb) = (model_p2p(&fp, a.bytes), model_pc(&fc, b.bytes));
+        println!(
+            "{:>8} {:>8.1} {:>6.1} {:>5.1}% {:>9.1} {:>6.1} {:>5.1}%",
+            if a.bytes >= MIB as f64 {
+                format!("{}M", a.bytes as u64 / MIB)
+            } else {
+                format!("{}K", a.bytes as u64 / KIB)
+            },
+            a.ns / 1e3,
+            ma / 1e3,
+            (a.ns - ma) / ma * 100.0,
+            b.ns / 1e3,
+            mb / 1e3,
+            (b.ns - mb) / mb * 100.0
+        );
+    }
+    println!(
+        "\nP2P (Eq. 1): C_p2p {:.1} us, S_cutoff {} KiB, BW_p2p {:.1} MB/s, R^2 {:.4}{}",
+        fp.c_ns / 1e3,
+        fp.s_cutoff as u64 / KIB,
+        fp.bw / 1e6,
+        fp.r2,
+        if fp.constrained {
+            " (on the constraint C >= S / BW)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "page cache: BW_pc {:.1} MB/s, R^2 {:.4}",
+        fc.bw / 1e6,
+        fc.r2
+    );
+    let vals = [
+        ("s_cutoff", params.s_cutoff()),
+        ("c_p2p_ns", params.c_p2p_ns()),
+        ("bw_p2p", params.bw_p2p()),
+        ("bw_pc", params.bw_pc()),
+    ];
+    println!(
+        "parameters: {}",
+        vals.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if let Some(out) = png {
+        fs::write(&out, plot(&p2p, &pc, &fp, &fc))
+            .map_err(|e| Fail(format!("calibrate: writing {out}: {e}")))?;
+        println!("plot: {out} (red: P2P, blue: page-cache copies; dots measured, lines the model)");
+    }
+    if apply {
+        let dir = Path::new("/sys/block").join(&disk).join("spin");
+        // Every step keeps the set consistent (C_p2p >= S_cutoff / BW_p2p): the overhead
+        // goes up first and to its value last.
+        let steps = [
+            ("c_p2p_ns", 1_000_000_000),
+            ("s_cutoff", params.s_cutoff()),
+            ("bw_p2p", params.bw_p2p()),
+            ("bw_pc", params.bw_pc()),
+            ("c_p2p_ns", params.c_p2p_ns()),
+        ];
+        for (k, v) in steps {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .open(dir.join(k))
+                .map_err(|e| Fail(format!("calibrate: {}: {e}", dir.join(k).display())))?;
+            f.write_all(format!("{v}\n").as_bytes())
+                .map_err(|e| Fail(format!("calibrate: writing {v} to {k}: {e}")))?;
+        }
+        for (k, v) in vals {
+            if sys::read_u64(dir.join(k)) != Some(v) {
+                return Err(Fail(format!("calibrate: {k} does not read back {v}")));
+            }
+        }
+        println!("applied to {}", dir.display());
+    }
+    Ok(0)
+}
