@@ -11,7 +11,8 @@
  *    bw_p2p,bw_pc}) fitted to the rig: P2P reads of 4 KiB .. 4 MiB in p2p mode
  *    and page-cache copies in pagecache mode, written to sysfs so that auto
  *    decides with the rig's costs and not a Gen4 SSD's (router_bench.model=
- *    default keeps the kernel's defaults).
+ *    default keeps the kernel's defaults; .model=tool applies the fit of the
+ *    user tool instead, /usr/bin/spin calibrate --apply on the bench's file).
  * 3. The TIOtest-like matrix: sequential reads of 512 B .. 8 MiB per call and
  *    random reads of 512 B .. 1 MiB over a file on ext4 on spin-nvme0, with 0,
  *    50 (alternating chunks, 1 MiB by default) and 100% of the file resident in
@@ -79,7 +80,7 @@ static const char *const mode_name[NMODES] = { "auto", "p2p", "pagecache" };
 static struct {
 	long file_mib, rounds, max_rounds, budget_s, chunk_kib, cpu_rounds, tmax_ms;
 	long long bps, iops;
-	int cpuonly, model_default, norouter;
+	int cpuonly, model_default, model_tool, norouter;
 } opt = { 64, 5, 9, 780, 1024, 16, 1000, 0, 0, 0, 0, 0 };
 
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
@@ -165,6 +166,9 @@ static void parse_opts(void)
 	opt.cpuonly = cmdline_ll("cpuonly", opt.cpuonly);
 	opt.norouter = cmdline_ll("norouter", opt.norouter);
 	opt.model_default = model && !strcmp(model, "default");
+	opt.model_tool = model && !strcmp(model, "tool");
+	if (model && !opt.model_default && !opt.model_tool && strcmp(model, "fit"))
+		die("router_bench.model=%s: want fit (the default), default or tool", model);
 	if (opt.file_mib < 16 || opt.file_mib > 512 || opt.file_mib % 8)
 		die("router_bench.file_mib=%ld: want a multiple of 8 in 16..512", opt.file_mib);
 	if (opt.max_rounds < opt.rounds)
@@ -683,12 +687,37 @@ static void calibrate(void)
 	for (int i = 0; i < 4; i++)
 		printf(" default_%s=%lld fit_%s=%lld", model_attr[i], old[i], model_attr[i],
 		       fit[i]);
-	printf(" used=%s\n", opt.model_default || opt.norouter ? "default" : "fit");
+	printf(" used=%s\n", opt.model_default || opt.norouter ? "default" :
+	       opt.model_tool ? "tool" : "fit");
 	printf("# cost model: s_cutoff %lld -> %lld B, c_p2p %lld -> %lld ns, bw_p2p %lld -> "
 	       "%lld B/s, bw_pc %lld -> %lld B/s (%s)\n", old[0], fit[0], old[1], fit[1],
 	       old[2], fit[2], old[3], fit[3],
-	       opt.model_default ? "kept the kernel's defaults" : "written to sysfs");
-	if (!opt.model_default && !opt.norouter) {
+	       opt.model_default ? "kept the kernel's defaults" :
+	       opt.model_tool ? "not used: spin calibrate --apply decides" : "written to sysfs");
+	if (opt.model_tool && !opt.norouter) {
+		char cmd[PATH_MAX + 64], line[512];
+		long long got[4];
+		FILE *f;
+		int st;
+
+		/* The user tool's fit instead of the bench's (issue #14's comparison). */
+		set_mode(M_AUTO);
+		drain();
+		snprintf(cmd, sizeof(cmd), "/usr/bin/spin calibrate %s --apply 2>&1", PATH);
+		f = popen(cmd, "r");
+		if (!f)
+			die("%s: %s", cmd, strerror(errno));
+		while (fgets(line, sizeof(line), f))
+			printf("# spin calibrate: %s", line);
+		st = pclose(f);
+		if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st))
+			die("%s failed", cmd);
+		read_model(got);
+		printf("rb-calib-tool");
+		for (int i = 0; i < 4; i++)
+			printf(" %s=%lld", model_attr[i], got[i]);
+		printf("\n");
+	} else if (!opt.model_default && !opt.norouter) {
 		long long got[4];
 
 		write_model(fit);
@@ -996,7 +1025,8 @@ int main(void)
 	       "cpuonly=%d router=%d heap=%d norouter=%d\n", release, disk, opt.file_mib, chunk,
 	       opt.rounds, opt.max_rounds, opt.budget_s, opt.cpu_rounds, opt.tmax_ms, ra,
 	       opt.bps, opt.iops,
-	       opt.model_default || opt.norouter ? "default" : "fit", opt.cpuonly, spin,
+	       opt.model_default || opt.norouter ? "default" : opt.model_tool ? "tool" : "fit",
+	       opt.cpuonly, spin,
 	       heap >= 0, opt.norouter);
 	if (opt.norouter)
 		printf("# warning: router_bench.norouter=1: a self-test of the bench; no router "
