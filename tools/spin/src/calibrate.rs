@@ -6,15 +6,15 @@
 //!
 //! P2P reads are measured as `O_DIRECT` reads into GPU memory (the path a routed P2P leg takes),
 //! page-cache copies as buffered reads of cached data into GPU memory (which the router
-//! copies), over sizes of 4 KiB to 8 MiB at random aligned offsets. The fit is the host crate's
-//! (`tools/testing/spin/core/src/calib.rs`, one source): Eq. 1 by weighted least squares over
-//! the breakpoint, and the page-cache bandwidth through the origin.
+//! copies), over sizes of 4 KiB to 8 MiB at random aligned offsets. The fit is `calib.rs`, which
+//! the host crate `tools/testing/spin/core` compiles and tests too (one source): Eq. 1 by
+//! weighted least squares over the breakpoint, and the page-cache bandwidth through the origin.
 
 use crate::check;
 use crate::png::Canvas;
 use crate::sys;
 use crate::Fail;
-use spin_core::calib::{fit_p2p, fit_pc, P2pFit, PcFit, Sample};
+use crate::calib::{fit_p2p, fit_pc, P2pFit, PcFit, Sample};
 use std::ffi::c_void;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

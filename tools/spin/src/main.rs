@@ -13,6 +13,15 @@
 //! `spin check` exits with 0 if P2P is possible for every named path (or, without paths, for
 //! some disk and provider), else 1.
 
+/// The decision core, compiled from the kernel's sources (`rust/spin/sched`), for its
+/// parameter validation (the schedulers are unused here).
+#[allow(dead_code, unused_imports)]
+#[path = "../../../rust/spin/sched/mod.rs"]
+mod sched;
+
+/// The calibration fit, shared with the host crate (`tools/testing/spin/core`), which tests it.
+#[allow(dead_code)]
+mod calib;
 mod calibrate;
 mod check;
 mod json;

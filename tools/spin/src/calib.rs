@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Calibration fit: the math of the (later) userspace calibration tool.
+//! Calibration fit: the math of `spin calibrate` (this tool); the host crate
+//! `tools/testing/spin/core` compiles this file too and tests it.
 //!
 //! [`fit_p2p`] fits Eq. 1, `T(s) = C` below `S` and `C + (s - S) * k` above it (`k = 1 /
 //! BW_p2p`), to measured `(size, time)` samples by least squares over the breakpoint: for every
