@@ -20,6 +20,8 @@
  *    in the spin_route tracepoint. This array reuses the device number of
  *    the first RAID-0, whose verdict was P2P: the remembered verdict must
  *    be dropped when the stack changes.
+ * Before the filesystems, /sys/block/<disk>/spin/p2p must list the stack's
+ * members and give the stand-in GPU the same verdict.
  * Then a RAID-1 leg is failed with mdadm --fail while a reader keeps reading
  * the file into GPU memory: every read returns the right bytes.
  */
@@ -297,6 +299,39 @@ static int read_check(int fd, char *why, size_t wl)
 	return spin_gpu_check(gpu, gmem, FILE_LEN, 7, 0, why, wl);
 }
 
+/*
+ * The kernel's verdict for the stack (/sys/block/<disk>/spin/p2p, what spin
+ * check reports): the members under it, and for the stand-in GPU "ok",
+ * "queue", or "distance" naming spin-nvme2.
+ */
+static void verdict(const struct stack *s, const char *disk)
+{
+	char path[PATH_MAX], buf[4096], want[128], far[32] = "", m0[32] = "", m1[32] = "";
+	const char *bdf = strrchr(gpu, '/') ? strrchr(gpu, '/') + 1 : gpu;
+	int ok, members = 0;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", disk);
+	ok = !spin_read_file(path, buf, sizeof(buf));
+	for (const char *p = buf; ok && (p = strstr(p, "member ")); p++)
+		members++;
+	devt_of(strrchr(dev0, '/') + 1, m0, sizeof(m0));
+	devt_of(strrchr(s->far ? dev2 : dev1, '/') + 1, m1, sizeof(m1));
+	if (s->expect == DISTANCE) {
+		devt_of(strrchr(dev2, '/') + 1, far, sizeof(far));
+		snprintf(want, sizeof(want), "provider %s distance %s", bdf, far);
+	} else {
+		snprintf(want, sizeof(want), "provider %s %s", bdf,
+			 s->expect == P2P ? "ok" : "queue");
+	}
+	ok = ok && strstr(buf, want) && strstr(buf, m0);
+	/* Two members, except dm-crypt over one disk. */
+	ok = ok && (s->table == table_crypt ? members == 1 : members == 2 && strstr(buf, m1));
+	ksft_test_result(ok, "%s: /sys/block/%s/spin/p2p: \"%s\", %d members\n", s->name, disk,
+			 want, members);
+	if (!ok)
+		ksft_print_msg("%s\n", buf);
+}
+
 /* Reads and writes on the filesystem at MNT on @disk; one result each. */
 static void exercise(const struct stack *s, const char *fs, const char *disk)
 {
@@ -481,7 +516,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(stacks) * ARRAY_SIZE(fss) * 2 + 1);
+	ksft_set_plan(ARRAY_SIZE(stacks) * (ARRAY_SIZE(fss) * 2 + 1) + 1);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	if (spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
@@ -508,13 +543,14 @@ int main(void)
 		char disk[32], dev[64];
 
 		if (build(s, disk, sizeof(disk))) {
-			for (size_t j = 0; j < ARRAY_SIZE(fss) * 2; j++)
+			for (size_t j = 0; j < ARRAY_SIZE(fss) * 2 + 1; j++)
 				ksft_test_result_fail("%s: building the stack\n", s->name);
 			teardown();
 			continue;
 		}
 		snprintf(dev, sizeof(dev), "/dev/%s", disk);
 		ksft_print_msg("%s: %s\n", s->name, dev);
+		verdict(s, disk);
 		for (size_t j = 0; j < ARRAY_SIZE(fss); j++) {
 			if (sh("%s %s >/dev/null 2>&1", fss[j].mkfs, dev) ||
 			    mount(dev, MNT, fss[j].type, 0, NULL)) {
