@@ -58,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_lib.h"
 #include "spin_lib.h"
 
 #define KiB (1UL << 10)
@@ -85,69 +86,36 @@ static struct {
 
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
 static size_t file_len, chunk;
-static int setup_fd = -1, raw_fd = -1, tapn, failures;
+static int setup_fd = -1, raw_fd = -1;
 static uint8_t *host, *drain_buf, *gpu;
 static long long dev_size;
 static double t_start;
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 static double elapsed(void)
 {
-	return now() - t_start;
-}
-
-__printf(1, 2) static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("not ok %d - ", ++tapn);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	failures++;
+	return bench_now() - t_start;
 }
 
 __printf(1, 2) static void die(const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("not ok %d - ", ++tapn);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	bench_vfail(fmt, ap);
 	va_end(ap);
-	printf("\n# router_bench stopped after %.0f s\n", elapsed());
+	printf("# router_bench stopped after %.0f s\n", elapsed());
 	exit(1);
 }
 
 /* router_bench.<key>=<value> from the kernel command line, or NULL. */
 static const char *cmdline_opt(const char *key)
 {
-	static char line[4096], copy[4096];
-	char want[64], *tok, *save;
-
-	if (!line[0] && spin_read_file("/proc/cmdline", line, sizeof(line)))
-		return NULL;
-	snprintf(want, sizeof(want), "router_bench.%s=", key);
-	snprintf(copy, sizeof(copy), "%s", line);
-	for (tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
-		if (!strncmp(tok, want, strlen(want)))
-			return tok + strlen(want);
-	return NULL;
+	return bench_opt("router_bench", key);
 }
 
 static long long cmdline_ll(const char *key, long long def)
 {
-	const char *v = cmdline_opt(key);
-
-	return v ? atoll(v) : def;
+	return bench_opt_ll("router_bench", key, def);
 }
 
 static void parse_opts(void)
@@ -250,26 +218,13 @@ static void sub_counters(struct counters *acc, const struct counters *a, const s
 
 /* --- the rig: throttling burst, residency --- */
 
-/*
- * QEMU's leaky buckets let an idle drive run unthrottled for a tenth of a
- * second's worth of bytes and operations (bucket size = avg / 10 when no
- * burst is configured). Use that credit up before every timed run, with
- * O_DIRECT reads of the raw disk's last 64 MiB (no page cache involved):
- * small reads for the operations first, then large ones for the bytes, which
- * go fast, so that the byte bucket is still full when the timed run starts.
- */
+/* QEMU's throttling burst, spent before every timed run (see bench_drain()). */
 static void drain(void)
 {
-	long long bytes = opt.bps / 10 * 11 / 10, ops = opt.iops / 10 * 11 / 10;
-	off_t base = dev_size - 64 * (off_t)MiB, off = 0;
+	int ret = bench_drain(raw_fd, dev_size, opt.bps, opt.iops, drain_buf);
 
-	ops -= bytes / (512 * KiB);	/* QEMU's NVMe: 512 KiB per command (MDTS 7) */
-	for (; ops > 0; ops--, off += 4096)
-		if (pread(raw_fd, drain_buf, 4096, base + off % (64 * MiB)) != 4096)
-			die("draining the throttle: %s", strerror(errno));
-	for (; bytes > 0; bytes -= MiB, off += MiB)
-		if (pread(raw_fd, drain_buf, MiB, base + off % (64 * MiB)) != (ssize_t)MiB)
-			die("draining the throttle: %s", strerror(errno));
+	if (ret)
+		die("draining the throttle: %s", strerror(-ret));
 }
 
 static int resident_by_pattern(off_t off, int res)
@@ -311,20 +266,9 @@ static double residency(off_t lo, off_t hi)
 	return 100.0 * in / pages;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 static double median(const double *v, int n)
 {
-	double s[4 * MAX_ROUNDS];
-
-	memcpy(s, v, n * sizeof(*v));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	return bench_median(v, n);
 }
 
 static double vmin(const double *v, int n)
@@ -377,12 +321,12 @@ static double host_rate(size_t bs, int cached, int passes)
 	fd = open(PATH, O_RDONLY);
 	if (fd < 0)
 		die("open %s: %s", PATH, strerror(errno));
-	t0 = now();
+	t0 = bench_now();
 	for (int p = 0; p < passes; p++)
 		for (size_t off = 0; off < file_len; off += bs)
 			if (pread(fd, host + off % HOST_LEN, bs, off) != (ssize_t)bs)
 				die("pread into host memory: %s", strerror(errno));
-	t = now() - t0;
+	t = bench_now() - t0;
 	close(fd);
 	return (double)file_len * passes / t / 1e6;
 }
@@ -609,12 +553,12 @@ static double call_time(int mode, size_t s, int calls, int res)
 		die("open %s: %s", PATH, strerror(errno));
 	for (int i = 0; i < calls; i++) {
 		off_t off = (off_t)(rng() % (file_len / s)) * s;
-		double t0 = now();
+		double t0 = bench_now();
 
 		if (pread(fd, gpu + off % DST_MOD, s, off) != (ssize_t)s)
 			die("pread %zu B into GPU memory (%s mode): %s", s, mode_name[mode],
 			    strerror(errno));
-		t[i] = now() - t0;
+		t[i] = bench_now() - t0;
 	}
 	close(fd);
 	return median(t, calls);
@@ -647,13 +591,13 @@ static void calibrate(void)
 		set_mode(M_PC);
 		{
 			int fd = open(PATH, O_RDONLY);
-			double t0 = now();
+			double t0 = bench_now();
 
 			for (size_t off = 0; off < file_len; off += MiB)
 				if (pread(fd, gpu + off % DST_MOD, MiB, off) != (ssize_t)MiB)
 					die("pread 1 MiB into GPU memory (pagecache mode): %s",
 					    strerror(errno));
-			pc[r] = file_len / (now() - t0);
+			pc[r] = file_len / (bench_now() - t0);
 			close(fd);
 		}
 	}
@@ -813,14 +757,14 @@ static void check_data(const struct cell *c, int mode, int fd)
 
 	memset(dst, 0, s);
 	if (pread(fd, dst, s, off) != (ssize_t)s) {
-		fail("%s %zu B res %d%% %s: check read: %s", c->rnd ? "random" : "seq", s, c->res,
+		bench_fail("%s %zu B res %d%% %s: check read: %s", c->rnd ? "random" : "seq", s, c->res,
 		     mode_name[mode], strerror(errno));
 		return;
 	}
 	for (int i = 0; i < 3; i++) {
 		bad = spin_pattern_check(dst + at[i], off + at[i], w, SEED);
 		if (bad >= 0) {
-			fail("%s %zu B res %d%% %s: GPU memory at file offset %lld holds the wrong "
+			bench_fail("%s %zu B res %d%% %s: GPU memory at file offset %lld holds the wrong "
 			     "byte", c->rnd ? "random" : "seq", s, c->res, mode_name[mode],
 			     (long long)(off + at[i] + bad));
 			return;
@@ -850,7 +794,7 @@ static void measure(struct cell *c, int mode, int round)
 	if (fd < 0)
 		die("open %s: %s", PATH, strerror(errno));
 	read_counters(&a);
-	t0 = now();
+	t0 = bench_now();
 	while (done < c->n) {
 		off_t off = c->offs[done++];
 
@@ -858,10 +802,10 @@ static void measure(struct cell *c, int mode, int round)
 			die("pread %zu B at %lld into GPU memory (%s mode): %s", c->size,
 			    (long long)off, mode_name[mode], strerror(errno));
 		if (done >= MIN_CALLS && (c->rnd || (off + c->size) % (2 * chunk) == 0) &&
-		    now() - t0 >= tmax)
+		    bench_now() - t0 >= tmax)
 			break;
 	}
-	t = now() - t0;
+	t = bench_now() - t0;
 	read_counters(&b);
 	sub_counters(&c->cnt[mode], &a, &b);
 	if (b.requests == a.requests && !opt.norouter)
@@ -971,7 +915,7 @@ int main(void)
 	double matrix_start;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	t_start = now();
+	t_start = bench_now();
 	parse_opts();
 	spin = access(MODE_PATH, F_OK) == 0;
 	if (!opt.cpuonly && !opt.norouter && !spin)
@@ -1038,7 +982,7 @@ int main(void)
 	/* 1. */
 	cpu_check(heap >= 0);
 	if (opt.cpuonly) {
-		printf("ok %d - router_bench: CPU-only check (%s)\n", ++tapn,
+		printf("ok %d - router_bench: CPU-only check (%s)\n", ++bench_tapn,
 		       heap >= 0 ? "spin kernel" : "kernel without spin");
 		return 0;
 	}
@@ -1113,8 +1057,8 @@ int main(void)
 	}
 	printf("\nEmulator figures (QEMU TCG, throttled disks): compare ratios only.\n");
 	printf("# [%4.0f s] router_bench done\n", elapsed());
-	if (!failures)
-		printf("ok %d - router_bench: %d cells measured%s\n", ++tapn, nc,
+	if (!bench_failures)
+		printf("ok %d - router_bench: %d cells measured%s\n", ++bench_tapn, nc,
 		       opt.norouter ? " (norouter self-test: no router measured)" : "");
-	return failures ? 1 : 0;
+	return bench_failures ? 1 : 0;
 }

@@ -21,7 +21,6 @@
  * burst; the Makefile passes them).
  */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -35,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_lib.h"
 #include "spin_lib.h"
 
 #define KiB (1UL << 10)
@@ -51,94 +51,33 @@ static struct {
 } opt = { 3, 128, 0, 0 };
 
 static char gpu_dir[PATH_MAX], dev0[64], dev1[64];
-static int raw_fd[2] = { -1, -1 }, tapn, failures;
+static int raw_fd[2] = { -1, -1 };
 static uint8_t *gmem, *host, *drain_buf;
 static long long dev_size[2];
 static double t_start;
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-__printf(1, 2) static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("not ok %d - ", ++tapn);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	failures++;
-}
 
 __printf(1, 2) static void die(const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("not ok %d - ", ++tapn);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	bench_vfail(fmt, ap);
 	va_end(ap);
-	printf("\n# stack_bench stopped after %.0f s\n", now() - t_start);
-	system("umount " MNT " 2>/dev/null; mdadm --stop /dev/md0 >/dev/null 2>&1");
+	printf("# stack_bench stopped after %.0f s\n", bench_now() - t_start);
+	if (system("umount " MNT " 2>/dev/null; mdadm --stop /dev/md0 >/dev/null 2>&1"))
+		printf("# cleaning up after the failure failed too\n");
 	exit(1);
 }
 
-static long long cmdline_ll(const char *key, long long def)
-{
-	static char line[4096];
-	char want[64], *p;
-
-	if (!line[0] && spin_read_file("/proc/cmdline", line, sizeof(line)))
-		return def;
-	snprintf(want, sizeof(want), "stack_bench.%s=", key);
-	for (p = strstr(line, want); p; p = strstr(p + 1, want))
-		if (p == line || isspace((unsigned char)p[-1]))
-			return atoll(p + strlen(want));
-	return def;
-}
-
-/*
- * QEMU's throttle lets a burst through at full speed: spend it on both
- * drives with O_DIRECT reads of their last 64 MiB (reads of the raw disks:
- * the filesystems on them are not disturbed), operations first, then bytes.
- */
+/* QEMU's throttling burst, spent on both drives (see bench_drain()). */
 static void drain(void)
 {
 	for (int d = 0; d < 2; d++) {
-		long long bytes = opt.bps / 10 * 11 / 10, ops = opt.iops / 10 * 11 / 10;
-		off_t base = dev_size[d] - 64 * (off_t)MiB, off = 0;
+		int ret = bench_drain(raw_fd[d], dev_size[d], opt.bps, opt.iops, drain_buf);
 
-		ops -= bytes / (512 * KiB);
-		for (; ops > 0; ops--, off += 4096)
-			if (pread(raw_fd[d], drain_buf, 4096, base + off % (64 * MiB)) != 4096)
-				die("draining the throttle: %s", strerror(errno));
-		for (; bytes > 0; bytes -= MiB, off += MiB)
-			if (pread(raw_fd[d], drain_buf, MiB, base + off % (64 * MiB)) !=
-			    (ssize_t)MiB)
-				die("draining the throttle: %s", strerror(errno));
+		if (ret)
+			die("draining the throttle: %s", strerror(-ret));
 	}
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n)
-{
-	double s[MAX_ROUNDS];
-
-	memcpy(s, v, n * sizeof(*v));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 static void drop_caches(void)
@@ -178,7 +117,7 @@ static void measure(const char *what, const char *dev, double *rate)
 	for (size_t off = 0; off < len; off += CHUNK)
 		if (pread(fd, gmem, CHUNK, off) != (ssize_t)CHUNK ||
 		    spin_gpu_check(gpu_dir, gmem, CHUNK, SEED, off, why, sizeof(why))) {
-			fail("%s: read into GPU memory at %zu: %s", what, off, why);
+			bench_fail("%s: read into GPU memory at %zu: %s", what, off, why);
 			break;
 		}
 
@@ -188,18 +127,18 @@ static void measure(const char *what, const char *dev, double *rate)
 
 		drop_caches();
 		drain();
-		t = now();
+		t = bench_now();
 		for (size_t off = 0; off < len; off += CHUNK)
 			if (pread(fd, gmem, CHUNK, off) != (ssize_t)CHUNK)
 				die("%s: pread: %s", what, strerror(errno));
-		rate[r] = len / (now() - t) / 1e6;
+		rate[r] = len / (bench_now() - t) / 1e6;
 		if (spin_gpu_check(gpu_dir, gmem, CHUNK, SEED, len - CHUNK, why, sizeof(why)))
-			fail("%s: round %d: last chunk wrong: %s", what, r, why);
+			bench_fail("%s: round %d: last chunk wrong: %s", what, r, why);
 		printf("# %s round %d: %.1f MB/s\n", what, r, rate[r]);
 	}
 	p2p1 = spin_stat_get(stat, "bytes_p2p");
 	printf("sb-setup name=\"%s\" dev=%s median_mbps=%.1f p2p_bytes=%lld of %lld\n", what,
-	       dev, median(rate, opt.rounds), p2p1 - p2p0, (long long)len * opt.rounds);
+	       dev, bench_median(rate, opt.rounds), p2p1 - p2p0, (long long)len * opt.rounds);
 	close(fd);
 	if (umount(MNT))
 		die("%s: umount: %s", what, strerror(errno));
@@ -212,11 +151,11 @@ int main(void)
 	int heap, buf;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	t_start = now();
-	opt.rounds = cmdline_ll("rounds", opt.rounds);
-	opt.file_mib = cmdline_ll("file_mib", opt.file_mib);
-	opt.bps = cmdline_ll("bps", opt.bps);
-	opt.iops = cmdline_ll("iops", opt.iops);
+	t_start = bench_now();
+	opt.rounds = bench_opt_ll("stack_bench", "rounds", opt.rounds);
+	opt.file_mib = bench_opt_ll("stack_bench", "file_mib", opt.file_mib);
+	opt.bps = bench_opt_ll("stack_bench", "bps", opt.bps);
+	opt.iops = bench_opt_ll("stack_bench", "iops", opt.iops);
 	if (opt.rounds < 1 || opt.rounds > MAX_ROUNDS || opt.file_mib < 8 || opt.file_mib % 8 ||
 	    opt.file_mib > 512)
 		die("stack_bench.rounds=%ld (1..%d) / file_mib=%ld (8..512, multiple of 8) out of range",
@@ -266,8 +205,8 @@ int main(void)
 			printf("# mdadm --stop or --zero-superblock failed\n");
 	}
 
-	m1 = median(one, opt.rounds);
-	m2 = median(raid, opt.rounds);
+	m1 = bench_median(one, opt.rounds);
+	m2 = bench_median(raid, opt.rounds);
 	printf("\n## Sequential 8 MiB reads into GPU memory, %ld MiB uncached file, mode auto\n\n",
 	       opt.file_mib);
 	printf("| setup | MB/s (median of %ld) |\n|---|---|\n", opt.rounds);
@@ -276,8 +215,8 @@ int main(void)
 	printf("\nRAID-0 / one drive: **%.2fx** (goal >= 1.8x: %s)\n", m2 / m1,
 	       m2 / m1 >= 1.8 ? "met" : "missed");
 	printf("sb-ratio raid0_over_one=%.3f\n", m2 / m1);
-	if (!failures)
-		printf("ok %d - every checked byte right\n", ++tapn);
-	printf("1..%d\n# stack_bench done in %.0f s\n", tapn, now() - t_start);
-	return failures ? 1 : 0;
+	if (!bench_failures)
+		printf("ok %d - every checked byte right\n", ++bench_tapn);
+	printf("1..%d\n# stack_bench done in %.0f s\n", bench_tapn, bench_now() - t_start);
+	return bench_failures ? 1 : 0;
 }

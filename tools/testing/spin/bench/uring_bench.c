@@ -16,7 +16,6 @@
  * Emulator figures (QEMU TCG, throttled drives, the BAR is host RAM).
  */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,24 +26,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_lib.h"
 #include "spin_lib.h"
 
 #define MNT "/mnt/uring_bench"
 #define MAX_ROUNDS 9
-
-static long cmdline_l(const char *key, long def)
-{
-	static char line[4096];
-	char want[64], *p;
-
-	if (!line[0] && spin_read_file("/proc/cmdline", line, sizeof(line)))
-		return def;
-	snprintf(want, sizeof(want), "uring_bench.%s=", key);
-	for (p = strstr(line, want); p; p = strstr(p + 1, want))
-		if (p == line || isspace((unsigned char)p[-1]))
-			return atol(p + strlen(want));
-	return def;
-}
 
 static int run(const char *cmd)
 {
@@ -67,26 +53,13 @@ static double json_bw(const char *path)
 	return p ? atof(p + 1) : -1;
 }
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, n, sizeof(*v), cmp);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(void)
 {
 	static const struct { const char *name, *rw, *bs; } kinds[] = {
 		{ "random 4 KiB", "randread", "4k" },
 		{ "sequential 1 MiB", "read", "1M" },
 	};
-	long rounds = cmdline_l("rounds", 3), runtime = cmdline_l("runtime", 10);
+	long rounds = bench_opt_ll("uring_bench", "rounds", 3), runtime = bench_opt_ll("uring_bench", "runtime", 10);
 	char gpu[PATH_MAX], dev[64], disk[32], stat[PATH_MAX], cmd[2 * PATH_MAX];
 	int failures = 0;
 
@@ -144,7 +117,7 @@ int main(void)
 				}
 			}
 		{
-			double b = median(bw[0], rounds), d = median(bw[1], rounds);
+			double b = bench_median(bw[0], rounds), d = bench_median(bw[1], rounds);
 
 			printf("| %s | %.1f | %.1f | %.2f | %.2f |\n", kinds[k].name, b, d,
 			       d > 0 ? b / d : 0, p2p + pc ? (double)p2p / (p2p + pc) : 0);

@@ -34,7 +34,6 @@
  * path costs here, not what it gains on a GPU.
  */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -47,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_lib.h"
 #include "spin_lib.h"
 
 #define KiB (1UL << 10)
@@ -72,55 +72,20 @@ static struct {
 } opt = { 3, 1500, 0, 0 };
 
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
-static int raw_fd = -1, tapn, failures;
+static int raw_fd = -1;
 static uint8_t *host, *chk, *drain_buf, *gmem;
 static long long dev_size;
 static double t_start;
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-__printf(1, 2) static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("not ok %d - ", ++tapn);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	failures++;
-}
 
 __printf(1, 2) static void die(const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("not ok %d - ", ++tapn);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	bench_vfail(fmt, ap);
 	va_end(ap);
-	printf("\n# writer_bench stopped after %.0f s\n", now() - t_start);
+	printf("# writer_bench stopped after %.0f s\n", bench_now() - t_start);
 	exit(1);
-}
-
-static long long cmdline_ll(const char *key, long long def)
-{
-	static char line[4096];
-	char want[64], *p;
-
-	if (!line[0] && spin_read_file("/proc/cmdline", line, sizeof(line)))
-		return def;
-	snprintf(want, sizeof(want), "writer_bench.%s=", key);
-	for (p = strstr(line, want); p; p = strstr(p + 1, want))
-		if (p == line || isspace((unsigned char)p[-1]))
-			return atoll(p + strlen(want));
-	return def;
 }
 
 static void set_mode(int m)
@@ -129,23 +94,13 @@ static void set_mode(int m)
 		die("%s <- %s: %s", MODE_PATH, mode_name[m], strerror(errno));
 }
 
-/*
- * QEMU's throttle lets a burst through at full speed: spend it with O_DIRECT
- * reads of the raw disk's last 64 MiB (the limits are on reads and writes
- * together), operations first, then bytes.
- */
+/* QEMU's throttling burst, spent before a timed run (see bench_drain()). */
 static void drain(void)
 {
-	long long bytes = opt.bps / 10 * 11 / 10, ops = opt.iops / 10 * 11 / 10;
-	off_t base = dev_size - 64 * (off_t)MiB, off = 0;
+	int ret = bench_drain(raw_fd, dev_size, opt.bps, opt.iops, drain_buf);
 
-	ops -= bytes / (512 * KiB);
-	for (; ops > 0; ops--, off += 4096)
-		if (pread(raw_fd, drain_buf, 4096, base + off % (64 * MiB)) != 4096)
-			die("draining the throttle: %s", strerror(errno));
-	for (; bytes > 0; bytes -= MiB, off += MiB)
-		if (pread(raw_fd, drain_buf, MiB, base + off % (64 * MiB)) != (ssize_t)MiB)
-			die("draining the throttle: %s", strerror(errno));
+	if (ret)
+		die("draining the throttle: %s", strerror(-ret));
 }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
@@ -156,22 +111,6 @@ static uint64_t rng(void)
 	rng_state ^= rng_state >> 7;
 	rng_state ^= rng_state << 17;
 	return rng_state;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n)
-{
-	double s[MAX_ROUNDS];
-
-	memcpy(s, v, n * sizeof(*v));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 static int drop_caches(void)
@@ -187,7 +126,7 @@ static int drop_caches(void)
 static int file_check(int fd, size_t len, const char *what)
 {
 	if (fd < 0 || drop_caches()) {
-		fail("%s: cannot check: %s", what, strerror(errno));
+		bench_fail("%s: cannot check: %s", what, strerror(errno));
 		return -1;
 	}
 	for (size_t off = 0; off < len; off += GPU_LEN) {
@@ -195,12 +134,12 @@ static int file_check(int fd, size_t len, const char *what)
 		ssize_t bad;
 
 		if (pread(fd, chk, n, off) != (ssize_t)n) {
-			fail("%s: read back: %s", what, strerror(errno));
+			bench_fail("%s: read back: %s", what, strerror(errno));
 			return -1;
 		}
 		bad = spin_pattern_check(chk, 0, n, SEED);
 		if (bad >= 0) {
-			fail("%s: byte %zu of the file is wrong", what, off + bad);
+			bench_fail("%s: byte %zu of the file is wrong", what, off + bad);
 			return -1;
 		}
 	}
@@ -233,17 +172,17 @@ static double measure(struct cell *c, int mode, const char *path)
 	drain();
 	p2p0 = spin_stat_get(stat_path, "write_bytes_p2p");
 	pc0 = spin_stat_get(stat_path, "write_bytes_pagecache");
-	t0 = now();
+	t0 = bench_now();
 	do {
 		off_t off = c->rnd ? (off_t)((rng() % slots) * c->size) : (off_t)done;
 
 		if (pwrite(fd, gmem + off % GPU_LEN, c->size, off) != (ssize_t)c->size)
 			die("pwrite %zu at %lld: %s", c->size, (long long)off, strerror(errno));
 		done += c->size;
-	} while (done < FILE_LEN && (now() - t0) * 1000 < opt.tmax_ms);
+	} while (done < FILE_LEN && (bench_now() - t0) * 1000 < opt.tmax_ms);
 	if (fsync(fd))
 		die("fsync: %s", strerror(errno));
-	t = now() - t0;
+	t = bench_now() - t0;
 	c->p2p[mode] += spin_stat_get(stat_path, "write_bytes_p2p") - p2p0;
 	c->pc[mode] += spin_stat_get(stat_path, "write_bytes_pagecache") - pc0;
 	if (!c->rnd)
@@ -271,7 +210,7 @@ static double checkpoint(int kind, const char *path)
 	if (kind < 2)
 		set_mode(kind);
 	drain();
-	t0 = now();
+	t0 = bench_now();
 	for (size_t off = 0; off < CKPT_LEN; off += 8 * MiB) {
 		uint8_t *src = kind == 2 ? host + off % HOST_LEN : gmem + off % GPU_LEN;
 
@@ -281,7 +220,7 @@ static double checkpoint(int kind, const char *path)
 	}
 	if (fsync(fd))
 		die("checkpoint: fsync: %s", strerror(errno));
-	t = now() - t0;
+	t = bench_now() - t0;
 	close(fd);
 	fd = open(path, O_RDONLY);
 	file_check(fd, CKPT_LEN, names[kind]);
@@ -299,11 +238,11 @@ int main(void)
 	int heap, buf, fd, nc = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	t_start = now();
-	opt.rounds = cmdline_ll("rounds", opt.rounds);
-	opt.tmax_ms = cmdline_ll("tmax_ms", opt.tmax_ms);
-	opt.bps = cmdline_ll("bps", opt.bps);
-	opt.iops = cmdline_ll("iops", opt.iops);
+	t_start = bench_now();
+	opt.rounds = bench_opt_ll("writer_bench", "rounds", opt.rounds);
+	opt.tmax_ms = bench_opt_ll("writer_bench", "tmax_ms", opt.tmax_ms);
+	opt.bps = bench_opt_ll("writer_bench", "bps", opt.bps);
+	opt.iops = bench_opt_ll("writer_bench", "iops", opt.iops);
 	if (opt.rounds < 1 || opt.rounds > MAX_ROUNDS || opt.tmax_ms < 50)
 		die("writer_bench.rounds=%ld (1..%d) / tmax_ms=%ld (>= 50) out of range",
 		    opt.rounds, MAX_ROUNDS, opt.tmax_ms);
@@ -359,7 +298,7 @@ int main(void)
 					c->rate[m][r] = measure(c, m, rnd ? rndp : seqp);
 				}
 			printf("# %s %zu done at %.0f s\n", rnd ? "random" : "sequential", c->size,
-			       now() - t_start);
+			       bench_now() - t_start);
 		}
 	for (int r = 0; r < opt.rounds; r++)
 		for (int k = 0; k < 3; k++) {
@@ -378,8 +317,8 @@ int main(void)
 	printf("|---|---|---|---|---|---|\n");
 	for (int i = 0; i < nc; i++) {
 		struct cell *c = &cells[i];
-		double a = median(c->rate[M_AUTO], opt.rounds);
-		double p = median(c->rate[M_PC], opt.rounds);
+		double a = bench_median(c->rate[M_AUTO], opt.rounds);
+		double p = bench_median(c->rate[M_PC], opt.rounds);
 		long long tot = c->p2p[M_AUTO] + c->pc[M_AUTO];
 		char sz[32];
 
@@ -391,15 +330,15 @@ int main(void)
 		       c->rnd ? "random" : "sequential", c->size, a, p, a / p, c->p2p[M_AUTO],
 		       c->pc[M_AUTO], c->p2p[M_PC]);
 		if (c->p2p[M_PC])
-			fail("%s %zu: pagecache mode wrote %lld bytes by P2P",
+			bench_fail("%s %zu: pagecache mode wrote %lld bytes by P2P",
 			     c->rnd ? "random" : "sequential", c->size, c->p2p[M_PC]);
 		if (c->pc[M_AUTO])
-			fail("%s %zu: auto mode copied %lld aligned bytes through the page cache",
+			bench_fail("%s %zu: auto mode copied %lld aligned bytes through the page cache",
 			     c->rnd ? "random" : "sequential", c->size, c->pc[M_AUTO]);
 	}
 	{
-		double a = median(ck[0], opt.rounds), p = median(ck[1], opt.rounds),
-		       d = median(ck[2], opt.rounds);
+		double a = bench_median(ck[0], opt.rounds), p = bench_median(ck[1], opt.rounds),
+		       d = bench_median(ck[2], opt.rounds);
 
 		printf("\n## Checkpoint: 256 MiB in 8 MiB writes, then fsync, MB/s\n\n");
 		printf("| from GPU, auto | from GPU, pagecache | from host, O_DIRECT | auto / pagecache | auto / O_DIRECT host |\n");
@@ -409,12 +348,12 @@ int main(void)
 	}
 	printf("\n# The stand-in GPU's BAR is host RAM: the page-cache path copies at memcpy "
 	       "speed here, at tens of MB/s from a real GPU BAR.\n");
-	printf("# writer_bench done in %.0f s, %d failure(s)\n", now() - t_start, failures);
-	if (!failures)
+	printf("# writer_bench done in %.0f s, %d failure(s)\n", bench_now() - t_start, bench_failures);
+	if (!bench_failures)
 		printf("ok %d - every file read back right; every aligned byte of auto went P2P\n",
-		       ++tapn);
+		       ++bench_tapn);
 	munmap(gmem, GPU_LEN);
 	close(buf);
 	close(heap);
-	return failures ? 1 : 0;
+	return bench_failures ? 1 : 0;
 }

@@ -58,9 +58,10 @@ gcc -O2 -Wall -static -I"$KSRC/tools/testing/selftests" -o "$stage/spin/selfchec
 	"$guest/selfcheck_fail.c"
 # Benchmarks (vm.py --mode bench), built against the selftests' helper library.
 mkdir -p "$stage/spin/bench"
-for b in "$here"/../bench/*.c; do
+for b in "$here"/../bench/*_bench.c; do
 	gcc -O2 -Wall -static -isystem "$KOBJ/usr/include" -I"$KSRC/tools/testing/selftests/spin" \
-		-o "$stage/spin/bench/$(basename "$b" .c)" "$b" "$KSRC/tools/testing/selftests/spin/spin_lib.c"
+		-o "$stage/spin/bench/$(basename "$b" .c)" "$b" "$here/../bench/bench_lib.c" \
+		"$KSRC/tools/testing/selftests/spin/spin_lib.c"
 done
 
 # The user tool (tools/spin), static, as /usr/bin/spin.

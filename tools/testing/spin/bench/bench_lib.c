@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Helpers shared by the spin benches; see bench_lib.h.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_lib.h"
+#include "spin_lib.h"
+
+#define MiB (1L << 20)
+#define MEDIAN_MAX 64
+
+int bench_tapn, bench_failures;
+
+double bench_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+void bench_vfail(const char *fmt, va_list ap)
+{
+	printf("not ok %d - ", ++bench_tapn);
+	vprintf(fmt, ap);
+	printf("\n");
+	bench_failures++;
+}
+
+/* Prints "not ok N - ..." and counts a failure. */
+void bench_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	bench_vfail(fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * The value of <bench>.<key>= on the kernel command line (a word of its own;
+ * any white space before it), or NULL.
+ */
+const char *bench_opt(const char *bench, const char *key)
+{
+	static char line[4096], val[256];
+	char want[96], *p;
+
+	if (!line[0] && spin_read_file("/proc/cmdline", line, sizeof(line)))
+		return NULL;
+	snprintf(want, sizeof(want), "%s.%s=", bench, key);
+	for (p = strstr(line, want); p; p = strstr(p + 1, want))
+		if (p == line || isspace((unsigned char)p[-1])) {
+			p += strlen(want);
+			snprintf(val, sizeof(val), "%.*s", (int)strcspn(p, " \t\n"), p);
+			return val;
+		}
+	return NULL;
+}
+
+long long bench_opt_ll(const char *bench, const char *key, long long def)
+{
+	const char *v = bench_opt(bench, key);
+
+	return v ? atoll(v) : def;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of @n values (1 <= n <= 64); @v is left as it was. */
+double bench_median(const double *v, int n)
+{
+	double s[MEDIAN_MAX];
+
+	if (n < 1)
+		return 0;
+	n = n > MEDIAN_MAX ? MEDIAN_MAX : n;
+	memcpy(s, v, n * sizeof(*v));
+	qsort(s, n, sizeof(*s), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/*
+ * QEMU's throttle lets a burst through at full speed: about a tenth of a
+ * second's worth of bytes and operations (bucket size = avg / 10 when no
+ * burst is configured). Use that credit up with O_DIRECT reads of the last
+ * 64 MiB of the raw disk @fd (@dev_size bytes; no page cache involved, and
+ * reads do not disturb a filesystem on it): small reads for the operations
+ * first, then 1 MiB ones for the bytes, which go fast, so that the byte
+ * bucket is still full when the timed run starts. @buf holds 1 MiB, aligned.
+ *
+ * Return: 0, or -errno of a failed read.
+ */
+int bench_drain(int fd, long long dev_size, long long bps, long long iops, void *buf)
+{
+	long long bytes = bps / 10 * 11 / 10, ops = iops / 10 * 11 / 10;
+	off_t base = dev_size - 64 * (off_t)MiB, off = 0;
+
+	ops -= bytes / (512 * 1024);	/* QEMU's NVMe: 512 KiB per command (MDTS 7) */
+	for (; ops > 0; ops--, off += 4096)
+		if (pread(fd, buf, 4096, base + off % (64 * MiB)) != 4096)
+			return -errno;
+	for (; bytes > 0; bytes -= MiB, off += MiB)
+		if (pread(fd, buf, MiB, base + off % (64 * MiB)) != (ssize_t)MiB)
+			return -errno;
+	return 0;
+}

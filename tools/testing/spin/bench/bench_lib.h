@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the spin benches (tools/testing/spin/bench): the
+ * clock, TAP lines, options from the kernel command line, medians, and the
+ * drain of QEMU's throttling burst.
+ */
+#ifndef SPIN_BENCH_LIB_H
+#define SPIN_BENCH_LIB_H
+
+#include <stdarg.h>
+#include <sys/types.h>
+
+#ifndef __printf
+#define __printf(a, b) __attribute__((format(printf, a, b)))
+#endif
+
+/* TAP lines printed so far, and how many were "not ok". */
+extern int bench_tapn, bench_failures;
+
+double bench_now(void);
+__printf(1, 2) void bench_fail(const char *fmt, ...);
+void bench_vfail(const char *fmt, va_list ap);
+const char *bench_opt(const char *bench, const char *key);
+long long bench_opt_ll(const char *bench, const char *key, long long def);
+double bench_median(const double *v, int n);
+int bench_drain(int fd, long long dev_size, long long bps, long long iops, void *buf);
+
+#endif /* SPIN_BENCH_LIB_H */
