@@ -135,6 +135,8 @@ void spin_aio_batch_free(struct spin_aio_batch *batch);
  * @ino: inode number, for tracing
  * @client: the disk's PCI device, or %NULL if none was found (a reference
  *          is held; drop it with pci_dev_put())
+ * @disk_id: the disk's identity (its address: compared, never followed),
+ *           which tells apart two disks that had the same device number
  * @stacked: the disk is built on other block devices (md, dm): @client is
  *           %NULL and spin_file_members() lists the disks under it
  * @generation: bd_holder_generation() when @stacked was found
@@ -145,6 +147,7 @@ struct spin_file_info {
 	u32 mem_align;
 	u64 ino;
 	struct pci_dev *client;
+	unsigned long disk_id;
 	bool stacked;
 	u64 generation;
 };
@@ -239,9 +242,12 @@ void spin_trace_route_write(dev_t devt, u64 ino, loff_t pos, size_t len,
 			    u64 bytes_pc, u64 bytes_p2p, u32 segs);
 
 /* Implemented in Rust: the sysfs files of spin. */
-ssize_t spin_rust_sysfs_show(dev_t devt, unsigned int attr, char *buf);
-ssize_t spin_rust_sysfs_store(dev_t devt, unsigned int attr, const char *buf,
-			      size_t count);
+ssize_t spin_rust_sysfs_show(dev_t devt, unsigned long disk_id,
+			     unsigned int attr, char *buf);
+ssize_t spin_rust_sysfs_store(dev_t devt, unsigned long disk_id,
+			      unsigned int attr, const char *buf, size_t count);
+void spin_rust_disk_release(unsigned long disk_id);
+void spin_disk_release(struct gendisk *disk);
 
 /* Attribute numbers shared by spin_glue.c and the Rust side. */
 enum spin_sysfs_attr {
@@ -270,6 +276,10 @@ enum spin_fallback {
 	SPIN_FALLBACK_APPEND,
 };
 #else
+static inline void spin_disk_release(struct gendisk *disk)
+{
+}
+
 static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
 	return iocb->ki_filp->f_op->read_iter(iocb, iter);

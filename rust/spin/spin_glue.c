@@ -568,6 +568,7 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
 	if (!bdev)
 		return SPIN_FALLBACK_NO_BDEV;
 	info->devt = disk_devt(bdev->bd_disk);
+	info->disk_id = (unsigned long)bdev->bd_disk;
 	if (!(file->f_mode & FMODE_CAN_ODIRECT))
 		return SPIN_FALLBACK_NO_DIRECT_IO;
 	if (IS_DAX(inode) || IS_ENCRYPTED(inode) || IS_VERITY(inode) ||
@@ -741,6 +742,18 @@ void spin_trace_readahead(dev_t devt, u64 ino, pgoff_t start,
 	trace_spin_readahead(devt, ino, start, nr, admitted, evicted);
 }
 
+/**
+ * spin_disk_release - a disk is released (block/genhd.c, disk_release())
+ * @disk: the disk
+ *
+ * Drops spin's table entry of @disk: its counters, cost parameters and
+ * remembered P2P verdict. Nothing can reach the disk any more.
+ */
+void spin_disk_release(struct gendisk *disk)
+{
+	spin_rust_disk_release((unsigned long)disk);
+}
+
 /* /sys/block/<disk>/spin/: per-disk cost parameters and counters. */
 
 struct spin_disk_attr {
@@ -756,7 +769,8 @@ static ssize_t spin_disk_show(struct device *dev,
 
 	if (a->nr == SPIN_ATTR_P2P)
 		return spin_rust_disk_p2p_show(dev_to_disk(dev), buf);
-	return spin_rust_sysfs_show(disk_devt(dev_to_disk(dev)), a->nr, buf);
+	return spin_rust_sysfs_show(disk_devt(dev_to_disk(dev)),
+				    (unsigned long)dev_to_disk(dev), a->nr, buf);
 }
 
 static ssize_t spin_disk_store(struct device *dev,
@@ -766,7 +780,8 @@ static ssize_t spin_disk_store(struct device *dev,
 	struct spin_disk_attr *a = container_of(attr, struct spin_disk_attr,
 						attr);
 
-	return spin_rust_sysfs_store(disk_devt(dev_to_disk(dev)), a->nr, buf,
+	return spin_rust_sysfs_store(disk_devt(dev_to_disk(dev)),
+				     (unsigned long)dev_to_disk(dev), a->nr, buf,
 				     count);
 }
 
@@ -812,7 +827,7 @@ static ssize_t spin_kobj_show(struct kobject *kobj,
 	struct spin_kobj_attr *a = container_of(attr, struct spin_kobj_attr,
 						attr);
 
-	return spin_rust_sysfs_show(0, a->nr, buf);
+	return spin_rust_sysfs_show(0, 0, a->nr, buf);
 }
 
 static ssize_t spin_kobj_store(struct kobject *kobj,
@@ -822,7 +837,7 @@ static ssize_t spin_kobj_store(struct kobject *kobj,
 	struct spin_kobj_attr *a = container_of(attr, struct spin_kobj_attr,
 						attr);
 
-	return spin_rust_sysfs_store(0, a->nr, buf, count);
+	return spin_rust_sysfs_store(0, 0, a->nr, buf, count);
 }
 
 static struct spin_kobj_attr spin_kobj_attr_mode = {

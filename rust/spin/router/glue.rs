@@ -134,6 +134,18 @@ pub(crate) struct FileInfo {
     pub(crate) generation: u64,
     /// For fallback `distance`: the disk whose PCI device the GPU cannot reach (0 otherwise).
     pub(crate) member: u32,
+    /// The disk's identity (see `state::DiskKey`).
+    pub(crate) disk_id: usize,
+}
+
+impl FileInfo {
+    /// The key of the file's disk in the router's table.
+    pub(crate) fn key(&self) -> super::state::DiskKey {
+        super::state::DiskKey {
+            devt: self.devt,
+            id: self.disk_id,
+        }
+    }
 }
 
 /// A disk at the bottom of a stacked disk (see `spin_file_members()`).
@@ -517,6 +529,7 @@ impl Request<'_> {
                 stacked: raw.stacked,
                 generation: raw.generation,
                 member: 0,
+                disk_id: raw.disk_id as usize,
             },
         )
     }

@@ -335,7 +335,7 @@ fn route_gpu(
 ) -> Result<usize> {
     let mode = state::mode();
     let (mut reason, mut info) = req.file_check();
-    let Ok((params, account)) = state::disk(info.devt) else {
+    let Ok((params, account)) = state::disk(info.key()) else {
         return req.sub_read(pos, addr, len, false);
     };
     let size = req.file_size();

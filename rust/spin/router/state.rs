@@ -236,9 +236,19 @@ impl Account {
     }
 }
 
-/// One disk's entry.
+/// A disk: its device number, and its identity (the address of its `struct gendisk`, compared
+/// and never followed), which tells apart two disks that had the same device number.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DiskKey {
+    /// The device number; 0: no disk (`/sys/kernel/spin`, a file without a block device).
+    pub(crate) devt: u32,
+    /// The identity.
+    pub(crate) id: usize,
+}
+
+/// One disk's entry, dropped when the disk is released (`spin_disk_release()`).
 struct Disk {
-    devt: u32,
+    key: DiskKey,
     params: Params,
     counters: Arc<Counters>,
     /// The last P2P path verdict for this disk (see [`p2p_refused`]).
@@ -281,7 +291,7 @@ pub(crate) fn p2p_refused(req: &Request<'_>, info: &FileInfo, gpu: &pci::Device)
     let cached = DISKS
         .lock()
         .iter()
-        .find(|d| d.devt == info.devt)
+        .find(|d| d.key == info.key())
         .and_then(|d| d.path.as_ref())
         .filter(|p| p.answers(info, gpu))
         .map(|p| p.refused);
@@ -299,7 +309,7 @@ pub(crate) fn p2p_refused(req: &Request<'_>, info: &FileInfo, gpu: &pci::Device)
             Err(_) => Some(info.devt),
         },
     };
-    if let Some(d) = DISKS.lock().iter_mut().find(|d| d.devt == info.devt) {
+    if let Some(d) = DISKS.lock().iter_mut().find(|d| d.key == info.key()) {
         d.path = Some(Path {
             gpu: gpu.into(),
             client: info.client.clone(),
@@ -397,7 +407,7 @@ unsafe extern "C" fn spin_rust_disk_p2p_show(disk: *mut bindings::gendisk, buf: 
     f.bytes_written() as isize
 }
 
-/// Entries this many at most: one per disk that was routed to or configured.
+/// Entries this many at most: one per disk that exists and was routed to or configured.
 const MAX_DISKS: usize = 4096;
 
 global_lock! {
@@ -416,16 +426,16 @@ fn default_params() -> Result<Params> {
     Params::gen4().map_err(|_| EINVAL)
 }
 
-/// The entry of disk `devt`, created with the default parameters if there is none.
-fn entry(disks: &mut KVec<Disk>, devt: u32) -> Result<&mut Disk> {
-    let at = match disks.iter().position(|d| d.devt == devt) {
+/// The entry of disk `key`, created with the default parameters if there is none.
+fn entry(disks: &mut KVec<Disk>, key: DiskKey) -> Result<&mut Disk> {
+    let at = match disks.iter().position(|d| d.key == key) {
         Some(at) => at,
         None => {
             if disks.len() >= MAX_DISKS {
                 return Err(ENOSPC);
             }
             let disk = Disk {
-                devt,
+                key,
                 params: default_params()?,
                 counters: Arc::new(Counters::new(), GFP_KERNEL)?,
                 path: None,
@@ -437,12 +447,13 @@ fn entry(disks: &mut KVec<Disk>, devt: u32) -> Result<&mut Disk> {
     disks.get_mut(at).ok_or(EINVAL)
 }
 
-/// The parameters and the account of disk `devt` (0: no disk), creating its entry if needed.
+/// The parameters and the account of disk `key` (device number 0: no disk), creating its entry
+/// if needed.
 ///
 /// With the table full, the disk gets the default parameters and only the global counters.
-pub(crate) fn disk(devt: u32) -> Result<(Params, Account)> {
-    if devt != 0 {
-        if let Ok(d) = entry(&mut DISKS.lock(), devt) {
+pub(crate) fn disk(key: DiskKey) -> Result<(Params, Account)> {
+    if key.devt != 0 {
+        if let Ok(d) = entry(&mut DISKS.lock(), key) {
             let account = Account {
                 disk: Some(d.counters.clone()),
             };
@@ -482,30 +493,41 @@ fn with_param(p: &Params, attr: u32, v: u64) -> Result<Params> {
     Params::new(p.page_size(), s_cutoff, c_p2p_ns, bw_p2p, bw_pc).map_err(|_| EINVAL)
 }
 
-fn show(devt: u32, attr: u32, f: &mut Formatter<'_>) -> Result {
+/// Drops the entry of the released disk `id` (`spin_disk_release()`).
+#[no_mangle]
+extern "C" fn spin_rust_disk_release(id: usize) {
+    DISKS.lock().retain(|d| d.key.id != id);
+}
+
+fn show(key: DiskKey, attr: u32, f: &mut Formatter<'_>) -> Result {
+    let devt = key.devt;
     let fmt_err = |_| EINVAL;
     match attr {
         bindings::spin_sysfs_attr_SPIN_ATTR_MODE if devt == 0 => {
             let name = mode().name().to_str().map_err(|_| EINVAL)?;
             writeln!(f, "{name}").map_err(fmt_err)
         }
-        bindings::spin_sysfs_attr_SPIN_ATTR_STAT if devt == 0 => GLOBAL
-            .show(f)
-            .and_then(|()| super::readahead::show_stat(f))
-            .map_err(fmt_err),
+        bindings::spin_sysfs_attr_SPIN_ATTR_STAT if devt == 0 => {
+            let entries = DISKS.lock().len();
+            GLOBAL
+                .show(f)
+                .and_then(|()| super::readahead::show_stat(f))
+                .and_then(|()| writeln!(f, "disk_entries {entries}"))
+                .map_err(fmt_err)
+        }
         bindings::spin_sysfs_attr_SPIN_ATTR_RA_PARTITION if devt == 0 => {
             writeln!(f, "{}", super::readahead::limit()).map_err(fmt_err)
         }
         bindings::spin_sysfs_attr_SPIN_ATTR_STAT => {
             let disks = DISKS.lock();
-            match disks.iter().find(|d| d.devt == devt) {
+            match disks.iter().find(|d| d.key == key) {
                 Some(d) => d.counters.show(f).map_err(fmt_err),
                 None => Counters::new().show(f).map_err(fmt_err),
             }
         }
         _ if devt != 0 => {
             let disks = DISKS.lock();
-            let p = match disks.iter().find(|d| d.devt == devt) {
+            let p = match disks.iter().find(|d| d.key == key) {
                 Some(d) => d.params,
                 None => default_params()?,
             };
@@ -522,8 +544,8 @@ fn show(devt: u32, attr: u32, f: &mut Formatter<'_>) -> Result {
     }
 }
 
-fn store(devt: u32, attr: u32, input: &[u8]) -> Result {
-    if devt == 0 {
+fn store(key: DiskKey, attr: u32, input: &[u8]) -> Result {
+    if key.devt == 0 {
         if attr == bindings::spin_sysfs_attr_SPIN_ATTR_RA_PARTITION {
             return super::readahead::set_limit(parse_u64(input)?);
         }
@@ -540,28 +562,30 @@ fn store(devt: u32, attr: u32, input: &[u8]) -> Result {
     }
     let v = parse_u64(input)?;
     let mut disks = DISKS.lock();
-    let d = entry(&mut disks, devt)?;
+    let d = entry(&mut disks, key)?;
     d.params = with_param(&d.params, attr, v)?;
     Ok(())
 }
 
-/// `show` of the sysfs files of spin; `devt` 0 means `/sys/kernel/spin`.
+/// `show` of the sysfs files of spin; `devt` 0 means `/sys/kernel/spin`; `id` is the disk's
+/// identity.
 ///
 /// # Safety
 ///
 /// `buf` must be a sysfs show buffer (`PAGE_SIZE` bytes, writable).
 #[no_mangle]
-unsafe extern "C" fn spin_rust_sysfs_show(devt: u32, attr: u32, buf: *mut u8) -> isize {
+unsafe extern "C" fn spin_rust_sysfs_show(devt: u32, id: usize, attr: u32, buf: *mut u8) -> isize {
     // SAFETY: sysfs show buffers are `PAGE_SIZE` bytes (function safety requirements).
     let page = unsafe { core::slice::from_raw_parts_mut(buf, kernel::page::PAGE_SIZE) };
     let mut f = Formatter::new(page);
-    match show(devt, attr, &mut f) {
+    match show(DiskKey { devt, id }, attr, &mut f) {
         Ok(()) => f.bytes_written() as isize,
         Err(e) => e.to_errno() as isize,
     }
 }
 
-/// `store` of the sysfs files of spin; `devt` 0 means `/sys/kernel/spin`.
+/// `store` of the sysfs files of spin; `devt` 0 means `/sys/kernel/spin`; `id` is the disk's
+/// identity.
 ///
 /// # Safety
 ///
@@ -569,13 +593,14 @@ unsafe extern "C" fn spin_rust_sysfs_show(devt: u32, attr: u32, buf: *mut u8) ->
 #[no_mangle]
 unsafe extern "C" fn spin_rust_sysfs_store(
     devt: u32,
+    id: usize,
     attr: u32,
     buf: *const u8,
     count: usize,
 ) -> isize {
     // SAFETY: The function safety requirements.
     let input = unsafe { core::slice::from_raw_parts(buf, count) };
-    match store(devt, attr, input) {
+    match store(DiskKey { devt, id }, attr, input) {
         Ok(()) => count as isize,
         Err(e) => e.to_errno() as isize,
     }

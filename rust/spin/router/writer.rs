@@ -108,7 +108,7 @@ pub(super) fn route(
     let mode = state::mode();
     let append = req.append();
     let (mut reason, mut info) = req.file_check();
-    let Ok((_, account)) = state::disk(info.devt) else {
+    let Ok((_, account)) = state::disk(info.key()) else {
         return req.sub_write(pos, addr, len, false);
     };
     let mut len = len;
@@ -248,7 +248,7 @@ fn split(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<(us
 /// goes on unchanged, through the page cache (fallback `append`).
 pub(super) fn append_fallback(req: &Request<'_>) {
     let (_, info) = req.file_check();
-    if let Ok((_, account)) = state::disk(info.devt) {
+    if let Ok((_, account)) = state::disk(info.key()) {
         account.write_request(Fallback::Append);
     }
     glue::trace_route(

@@ -22,6 +22,9 @@
  *    be dropped when the stack changes.
  * Before the filesystems, /sys/block/<disk>/spin/p2p must list the stack's
  * members and give the stand-in GPU the same verdict.
+ * spin's per-disk state goes with the disk: a new md0 does not inherit the
+ * cost parameter set on the first one, and the table of disks is back to its
+ * size once every stack is gone.
  * Then a RAID-1 leg is failed with mdadm --fail while a reader keeps reading
  * the file into GPU memory: every read returns the right bytes.
  */
@@ -512,11 +515,12 @@ int main(void)
 		{ "ext4", "mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1" },
 		{ "xfs", "mkfs.xfs -q -f -K" },
 	};
+	long long entries;
 	int heap, buf;
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(stacks) * (ARRAY_SIZE(fss) * 2 + 1) + 1);
+	ksft_set_plan(ARRAY_SIZE(stacks) * (ARRAY_SIZE(fss) * 2 + 1) + 3);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	if (spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
@@ -537,13 +541,14 @@ int main(void)
 	mkdir("/run", 0755);
 	mkdir(MNT, 0755);
 	atexit(restore);
+	entries = spin_stat_get(SPIN_SYS "/stat", "disk_entries");
 
 	for (size_t i = 0; i < ARRAY_SIZE(stacks); i++) {
 		const struct stack *s = &stacks[i];
 		char disk[32], dev[64];
 
 		if (build(s, disk, sizeof(disk))) {
-			for (size_t j = 0; j < ARRAY_SIZE(fss) * 2 + 1; j++)
+			for (size_t j = 0; j < ARRAY_SIZE(fss) * 2 + 1 + (i == 1); j++)
 				ksft_test_result_fail("%s: building the stack\n", s->name);
 			teardown();
 			continue;
@@ -551,6 +556,21 @@ int main(void)
 		snprintf(dev, sizeof(dev), "/dev/%s", disk);
 		ksft_print_msg("%s: %s\n", s->name, dev);
 		verdict(s, disk);
+		/*
+		 * spin's state goes with the disk: the first md0 gets a cost
+		 * parameter of its own, the next md0 (same device number) must
+		 * start with the default and zero counters.
+		 */
+		if (i == 0 && spin_write_file("/sys/block/md0/spin/s_cutoff", "4096"))
+			ksft_print_msg("setting md0's s_cutoff: %s\n", strerror(errno));
+		if (i == 1) {
+			long long sc = spin_read_ll("/sys/block/md0/spin/s_cutoff");
+			long long rq = spin_stat_get("/sys/block/md0/spin/stat", "requests");
+
+			ksft_test_result(sc == 131072 && rq == 0,
+					 "a new md0 starts fresh: s_cutoff %lld (want 131072), %s %lld\n",
+					 sc, "requests", rq);
+		}
 		for (size_t j = 0; j < ARRAY_SIZE(fss); j++) {
 			if (sh("%s %s >/dev/null 2>&1", fss[j].mkfs, dev) ||
 			    mount(dev, MNT, fss[j].type, 0, NULL)) {
@@ -568,6 +588,20 @@ int main(void)
 		teardown();
 	}
 	raid1_fail();
+	{
+		long long n = -1;
+
+		/* md releases a stopped array's disk asynchronously: wait up to 20 s. */
+		for (int t = 0; t < 200; t++) {
+			n = spin_stat_get(SPIN_SYS "/stat", "disk_entries");
+			if (n >= 0 && n <= entries)
+				break;
+			usleep(100 * 1000);
+		}
+		ksft_test_result(n >= 0 && n <= entries,
+				 "spin's disk table is back to %lld entries after the stacks went (%lld)\n",
+				 entries, n);
+	}
 	munmap(gmem, GPU_LEN);
 	close(buf);
 	close(heap);
