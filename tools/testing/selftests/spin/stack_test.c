@@ -321,9 +321,9 @@ static void verdict(const struct stack *s, const char *disk)
 	devt_of(strrchr(s->far ? dev2 : dev1, '/') + 1, m1, sizeof(m1));
 	if (s->expect == DISTANCE) {
 		devt_of(strrchr(dev2, '/') + 1, far, sizeof(far));
-		snprintf(want, sizeof(want), "provider %s distance %s", bdf, far);
+		snprintf(want, sizeof(want), "provider %.32s distance %s", bdf, far);
 	} else {
-		snprintf(want, sizeof(want), "provider %s %s", bdf,
+		snprintf(want, sizeof(want), "provider %.32s %s", bdf,
 			 s->expect == P2P ? "ok" : "queue");
 	}
 	ok = ok && strstr(buf, want) && strstr(buf, m0);
