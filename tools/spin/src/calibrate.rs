@@ -138,6 +138,20 @@ fn progress(done: usize, total: usize, what: &str) {
     }
 }
 
+/// Reads `buf.len()` bytes at `off` of `f`; the nanoseconds it took.
+fn timed_read(f: &File, buf: &mut [u8], off: u64, what: &str) -> Result<f64, Fail> {
+    let t = Instant::now();
+    let got = f.read_at(buf, off)?;
+    let ns = t.elapsed().as_nanos() as f64;
+    if got != buf.len() {
+        return Err(Fail(format!(
+            "calibrate: short {what} read ({got} of {})",
+            buf.len()
+        )));
+    }
+    Ok(ns)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
@@ -338,14 +352,7 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
         let mut tp = Vec::with_capacity(n);
         for _ in 0..n {
             let off = rng.next() % (size / s - 1) * s;
-            let t = Instant::now();
-            let got = direct.read_at(gpu.slice(s as usize), off)?;
-            tp.push(t.elapsed().as_nanos() as f64);
-            if got as u64 != s {
-                return Err(Fail(format!(
-                    "calibrate: short O_DIRECT read ({got} of {s})"
-                )));
-            }
+            tp.push(timed_read(&direct, gpu.slice(s as usize), off, "O_DIRECT")?);
         }
         progress(2 * i + 1, total, "measuring");
         // Copies: a range read into host memory (so it is cached), then into GPU memory.
@@ -353,14 +360,12 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
         for _ in 0..reps {
             let off = rng.next() % (size / s - 1) * s;
             buffered.read_at(&mut host[..s as usize], off)?;
-            let t = Instant::now();
-            let got = buffered.read_at(gpu.slice(s as usize), off)?;
-            tc.push(t.elapsed().as_nanos() as f64);
-            if got as u64 != s {
-                return Err(Fail(format!(
-                    "calibrate: short buffered read ({got} of {s})"
-                )));
-            }
+            tc.push(timed_read(
+                &buffered,
+                gpu.slice(s as usize),
+                off,
+                "buffered",
+            )?);
         }
         progress(2 * i + 2, total, "measuring");
         p2p.push(Sample {
