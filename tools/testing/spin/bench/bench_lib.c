@@ -46,23 +46,29 @@ void bench_fail(const char *fmt, ...)
 }
 
 /*
- * The value of <bench>.<key>= on the kernel command line (a word of its own;
- * any white space before it), or NULL.
+ * The value of <bench>.<key>= on the kernel command line (a word of its own,
+ * between any white space), or NULL. The value stays valid: the command line
+ * is read once and split in place.
  */
 const char *bench_opt(const char *bench, const char *key)
 {
-	static char line[4096], val[256];
-	char want[96], *p;
+	static char line[4096];
+	static size_t len;
+	char want[96];
+	size_t n;
 
-	if (!line[0] && spin_read_file("/proc/cmdline", line, sizeof(line)))
-		return NULL;
-	snprintf(want, sizeof(want), "%s.%s=", bench, key);
-	for (p = strstr(line, want); p; p = strstr(p + 1, want))
-		if (p == line || isspace((unsigned char)p[-1])) {
-			p += strlen(want);
-			snprintf(val, sizeof(val), "%.*s", (int)strcspn(p, " \t\n"), p);
-			return val;
-		}
+	if (!len) {
+		if (spin_read_file("/proc/cmdline", line, sizeof(line)))
+			return NULL;
+		len = strlen(line);
+		for (size_t i = 0; i < len; i++)
+			if (isspace((unsigned char)line[i]))
+				line[i] = '\0';
+	}
+	n = snprintf(want, sizeof(want), "%s.%s=", bench, key);
+	for (size_t i = 0; i < len; i += strlen(line + i) + 1)
+		if (!strncmp(line + i, want, n))
+			return line + i + n;
 	return NULL;
 }
 
