@@ -27,6 +27,10 @@ const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const MAX_SIZE: u64 = 8 * MIB;
 const PAGE: u32 = 4096;
+/// Untimed reads before each size's P2P measurement, in milliseconds.
+const WARM_MS: u128 = 250;
+/// Timed reads of each size for at least this long, in milliseconds.
+const MEASURE_MS: u128 = 150;
 
 extern "C" {
     fn ioctl(fd: c_int, req: c_ulong, ...) -> c_int;
@@ -336,7 +340,8 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
 
     println!(
         "calibrating {disk} ({path}, {} MiB) with GPU memory of {pci}: 4 KiB to {} MiB, per \
-         size {reps} copies and back-to-back P2P reads (2 x {reps}, at least 8 MiB)",
+         size {reps} copies and {WARM_MS} ms of untimed then {MEASURE_MS} ms (at least 2 x \
+         {reps}) of timed back-to-back P2P reads",
         size / MIB,
         MAX_SIZE / MIB
     );
@@ -345,12 +350,17 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut p2p, mut pc) = (Vec::new(), Vec::new());
     for (i, &s) in sizes.iter().enumerate() {
-        // P2P: back-to-back reads, the first half a warm-up (a device, or a throttle, that
-        // lets a burst through fast must not pass for a faster one); at least 2 * reps
-        // reads and 8 MiB, the median of the second half.
-        let n = (2 * reps).max((8 * MIB / s) as usize).min(512);
-        let mut tp = Vec::with_capacity(n);
-        for _ in 0..n {
+        // P2P: back-to-back reads of this size for WARM_MS first, untimed (a device, or a
+        // throttle, that lets a burst through fast must not pass for a faster one), then
+        // timed for at least MEASURE_MS and 2 * reps reads; their median.
+        let t0 = Instant::now();
+        while t0.elapsed().as_millis() < WARM_MS {
+            let off = rng.next() % (size / s - 1) * s;
+            timed_read(&direct, gpu.slice(s as usize), off, "O_DIRECT")?;
+        }
+        let t0 = Instant::now();
+        let mut tp = Vec::new();
+        while tp.len() < 2 * reps || (t0.elapsed().as_millis() < MEASURE_MS && tp.len() < 4096) {
             let off = rng.next() % (size / s - 1) * s;
             tp.push(timed_read(&direct, gpu.slice(s as usize), off, "O_DIRECT")?);
         }
@@ -370,7 +380,7 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
         progress(2 * i + 2, total, "measuring");
         p2p.push(Sample {
             bytes: s as f64,
-            ns: median(&mut tp[n / 2..]),
+            ns: median(&mut tp),
         });
         pc.push(Sample {
             bytes: s as f64,
