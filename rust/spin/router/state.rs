@@ -339,7 +339,8 @@ fn devt_fmt(f: &mut Formatter<'_>, devt: u32) -> core::fmt::Result {
 }
 
 /// `/sys/block/<disk>/spin/p2p`: whether P2P DMA between the disk and each p2pdma provider is
-/// possible, as the router decides it, and why not (see `Documentation/ABI/testing/sysfs-block-spin`).
+/// possible, as the router decides it, and why not (see
+/// `Documentation/ABI/testing/sysfs-block-spin`).
 fn p2p_show(disk: &DiskRef<'_>, f: &mut Formatter<'_>) -> core::fmt::Result {
     let queue = disk.p2pdma();
     let members = disk.members();

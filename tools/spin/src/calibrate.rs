@@ -260,7 +260,10 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
                     .ok_or_else(|| Fail(format!("calibrate: --reps '{v}': 1 to 100")))?;
             }
             "-h" | "--help" => {
-                println!("usage: spin calibrate DISK|FILE [--apply] [--png FILE] [--reps N] [--provider PCI]");
+                println!(
+                    "usage: spin calibrate DISK|FILE [--apply] [--png FILE] [--reps N] \
+                     [--provider PCI]"
+                );
                 return Ok(0);
             }
             s if s.starts_with('-') => {

@@ -502,7 +502,10 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
     println!("mode: {mode}");
     println!("GPU memory providers:");
     if provs.is_empty() {
-        println!("  none: no PCI device published p2pdma memory (a GPU driver must call pci_p2pdma_add_resource() and pci_p2pmem_publish())");
+        println!(
+            "  none: no PCI device published p2pdma memory (a GPU driver must call \
+             pci_p2pdma_add_resource() and pci_p2pmem_publish())"
+        );
     }
     for p in &provs {
         println!(
