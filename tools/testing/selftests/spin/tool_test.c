@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,20 +255,29 @@ static void test_stat(struct disk *near)
 	     line_with("bytes_p2p", NULL);
 	ksft_test_result(ok, "spin stat: exit %d, the totals\n", rc);
 
-	/* Rates: a routed read of 32 MiB while spin stat -i 1 -c 2 runs. */
+	/* Rates: routed reads of 32 MiB while spin stat -i 1 -c 2 runs. */
 	g = spin_gpu_buffer(gpu, 32 * MiB, &heap, &buf);
 	if (g == MAP_FAILED) {
 		ksft_test_result_fail("spin stat -i: no GPU memory\n");
 		return;
 	}
+	/*
+	 * The reader keeps reading (uncached, so by P2P) until the tool is
+	 * done: however slowly the tool starts (a debug kernel), one of its two
+	 * intervals sees the bytes.
+	 */
 	child = fork();
 	if (child == 0) {
-		usleep(300 * 1000);
-		spin_write_file("/proc/sys/vm/drop_caches", "3");
 		fd = open("/mnt/tool-near/f", O_RDONLY);
-		_exit(fd < 0 || pread(fd, g, 32 * MiB, 0) != (ssize_t)(32 * MiB));
+		for (int i = 0; fd >= 0 && i < 100; i++) {
+			spin_write_file("/proc/sys/vm/drop_caches", "3");
+			if (pread(fd, g, 32 * MiB, 0) != (ssize_t)(32 * MiB))
+				_exit(1);
+		}
+		_exit(0);
 	}
 	rc = run(TOOL " stat -i 1 -c 2");
+	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	snprintf(want, sizeof(want), "%s ", near->name);
 	ok = rc == 0 && line_with("device", "rd_p2p_MB") && line_with(want, NULL);
