@@ -59,7 +59,8 @@ int main(void)
 		{ "random 4 KiB", "randread", "4k" },
 		{ "sequential 1 MiB", "read", "1M" },
 	};
-	long rounds = bench_opt_ll("uring_bench", "rounds", 3), runtime = bench_opt_ll("uring_bench", "runtime", 10);
+	long rounds = bench_opt_ll("uring_bench", "rounds", 3);
+	long runtime = bench_opt_ll("uring_bench", "runtime", 10);
 	char gpu[PATH_MAX], dev[64], disk[32], stat[PATH_MAX], cmd[2 * PATH_MAX];
 	int failures = 0;
 
