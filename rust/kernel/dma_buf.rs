@@ -27,7 +27,7 @@ use crate::{
     error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
     mm::virt::{VmaNew, VmaRef},
     module::{this_module, ModuleMetadata},
-    page::{AsPageIter, PAGE_SHIFT},
+    page::{AsPageIter, PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
     sync::aref::{ARef, AlwaysRefCounted},
     types::Opaque,
@@ -193,20 +193,31 @@ impl DmaBuf {
         Ok(unsafe { ARef::from_raw(NonNull::new_unchecked(dmabuf.cast())) })
     }
 
-    /// Attaches `dev` to the buffer, as an importer.
+    /// Attaches `dev` to the buffer, as an importer of the given `kind`.
     ///
-    /// The attachment is dynamic and accepts peer memory without `struct page`s. The exporter may
-    /// refuse the device (the error of [`Operations::attach`]).
-    pub fn attach(&self, dev: &device::Device) -> Result<ImportAttachment> {
-        // SAFETY: The dma-buf and the device are valid; `IMPORT_OPS` is static. The device is
-        // referenced by the attachment's `dev` field below for as long as the attachment lives.
+    /// A [`ImportKind::Revocable`] importer is what exporters of device memory expect: it is
+    /// dynamic, accepts peer memory without `struct page`s and drops its mappings when asked to.
+    /// The other kinds exist to test exporters. The exporter may refuse the device (the error of
+    /// [`Operations::attach`]).
+    pub fn attach(&self, dev: &device::Device, kind: ImportKind) -> Result<ImportAttachment> {
+        let ops = match kind {
+            ImportKind::Revocable => Some(&IMPORT_OPS),
+            ImportKind::RevocableNoPeer => Some(&IMPORT_OPS_NO_PEER),
+            ImportKind::Pinned => None,
+        };
+        // SAFETY: The dma-buf and the device are valid; the importer operations are static. The
+        // device is referenced by the attachment's `dev` field below for as long as the
+        // attachment lives.
         let attach = crate::error::from_err_ptr(unsafe {
-            bindings::dma_buf_dynamic_attach(
-                self.as_raw(),
-                dev.as_raw(),
-                &IMPORT_OPS,
-                core::ptr::null_mut(),
-            )
+            match ops {
+                Some(ops) => bindings::dma_buf_dynamic_attach(
+                    self.as_raw(),
+                    dev.as_raw(),
+                    ops,
+                    core::ptr::null_mut(),
+                ),
+                None => bindings::dma_buf_attach(self.as_raw(), dev.as_raw()),
+            }
         })?;
         // INVARIANT: `attach` is a new attachment of `self` to `dev`.
         Ok(ImportAttachment {
@@ -218,6 +229,17 @@ impl DmaBuf {
     }
 }
 
+/// How [`DmaBuf::attach`] attaches an importer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImportKind {
+    /// Dynamic, accepts peer memory, drops its mappings when asked to.
+    Revocable,
+    /// Dynamic and drops its mappings when asked to, but needs memory with `struct page`s.
+    RevocableNoPeer,
+    /// Static (`dma_buf_attach()`): no peer memory, keeps its mappings until it unmaps.
+    Pinned,
+}
+
 /// Called when the exporter revokes or moves the buffer; see [`ImportMapping`].
 extern "C" fn import_invalidate(_attach: *mut bindings::dma_buf_attachment) {}
 
@@ -225,6 +247,12 @@ extern "C" fn import_invalidate(_attach: *mut bindings::dma_buf_attachment) {}
 /// only held for the duration of a call (so nothing needs to be done on invalidation).
 static IMPORT_OPS: bindings::dma_buf_attach_ops = bindings::dma_buf_attach_ops {
     allow_peer2peer: true,
+    invalidate_mappings: Some(import_invalidate),
+};
+
+/// The importer operations of [`ImportKind::RevocableNoPeer`].
+static IMPORT_OPS_NO_PEER: bindings::dma_buf_attach_ops = bindings::dma_buf_attach_ops {
+    allow_peer2peer: false,
     invalidate_mappings: Some(import_invalidate),
 };
 
@@ -426,41 +454,40 @@ impl Attachment {
 ///
 /// # Invariants
 ///
-/// `sgt` is either zeroed or an allocated scatter-gather table of the pages of `pages`; if
-/// `mapped` is true, it is DMA mapped for `dev` in direction `dir`.
+/// `table` is either zeroed or an allocated scatter-gather table of the pages of `pages`; if
+/// `mapped` is true, its table is DMA mapped for `dev` in direction `dir`.
 pub struct SgTableMapping<P: AsPageIter> {
-    sgt: Opaque<bindings::sg_table>,
+    table: Opaque<bindings::sg_append_table>,
     dev: ARef<device::Device>,
     dir: DataDirection,
     mapped: bool,
     pages: P,
 }
 
+/// Pages handed to the scatter-gather table at a time by [`SgTableMapping::new`]: its workspace
+/// is bounded (4 KiB) whatever the size of the buffer.
+const SG_BATCH: usize = 512;
+
 impl<P: AsPageIter> SgTableMapping<P> {
     /// Builds a scatter-gather table of `pages` and maps it for DMA by `dev`.
     ///
-    /// For peer-to-peer DMA pages the DMA API uses PCI bus addresses when the two devices talk
-    /// through a switch, and fails ([`EREMOTEIO`]) if they cannot reach each other.
-    pub fn new(dev: &device::Device, mut pages: P, dir: DataDirection) -> Result<KBox<Self>> {
-        let mut raw: KVec<*mut bindings::page> = KVec::new();
-        for page in pages.page_iter() {
-            raw.push(page.as_ptr(), GFP_KERNEL)?;
-        }
-        if raw.is_empty() {
-            return Err(EINVAL);
-        }
-        let size = raw.len() << PAGE_SHIFT;
-
+    /// The table is built [`SG_BATCH`] pages at a time, merging physically contiguous pages into
+    /// segments of up to the device's maximum mapping size; for peer-to-peer DMA pages the DMA
+    /// API uses PCI bus addresses when the two devices talk through a switch, and fails
+    /// ([`EREMOTEIO`]) if they cannot reach each other. May sleep.
+    pub fn new(dev: &device::Device, pages: P, dir: DataDirection) -> Result<KBox<Self>> {
         // SAFETY: `dev.as_raw()` is a valid device.
         let max_segment = match unsafe { bindings::dma_max_mapping_size(dev.as_raw()) } {
             0 => u32::MAX,
             max => u32::try_from(max).unwrap_or(u32::MAX),
         };
+        // Segment lengths are page multiples.
+        let max_segment = max_segment & !(PAGE_SIZE as u32 - 1);
 
         // INVARIANT: The table is zeroed and not mapped.
         let mut this = KBox::new(
             Self {
-                sgt: Opaque::zeroed(),
+                table: Opaque::zeroed(),
                 dev: dev.into(),
                 dir,
                 mapped: false,
@@ -469,24 +496,50 @@ impl<P: AsPageIter> SgTableMapping<P> {
             GFP_KERNEL,
         )?;
 
-        // SAFETY: `this.sgt` is a zeroed, unused table; `raw` holds `raw.len() > 0` valid pages,
-        // owned by `this.pages` and so valid as long as the table.
-        // INVARIANT: On success the table is allocated for the pages of `pages`.
-        to_result(unsafe {
-            bindings::sg_alloc_table_from_pages_segment(
-                this.sgt.get(),
-                raw.as_mut_ptr(),
-                raw.len().try_into()?,
-                0,
-                size,
-                max_segment,
-                GFP_KERNEL.as_raw(),
-            )
-        })?;
+        let total = this.pages.page_iter().count();
+        if total == 0 {
+            return Err(EINVAL);
+        }
+
+        let table = this.table.get();
+        {
+            let mut batch: KVec<*mut bindings::page> = KVec::with_capacity(SG_BATCH, GFP_KERNEL)?;
+            let mut iter = this.pages.page_iter();
+            let mut left = total;
+            while left > 0 {
+                batch.clear();
+                for page in iter.by_ref().take(SG_BATCH) {
+                    batch.push(page.as_ptr(), GFP_KERNEL)?;
+                }
+                if batch.is_empty() {
+                    // The iterator yielded fewer pages than it did when counted.
+                    return Err(EINVAL);
+                }
+                left -= batch.len();
+                // SAFETY: `table` is zeroed or holds the segments of the previous batches;
+                // `batch` holds `batch.len() > 0` valid pages, owned by `this.pages` and so
+                // valid as long as the table. `left` is the number of pages still to come, as
+                // the function requires.
+                // INVARIANT: On success the table holds the pages of `pages` handed to it so
+                // far.
+                to_result(unsafe {
+                    bindings::sg_alloc_append_table_from_pages(
+                        table,
+                        batch.as_mut_ptr(),
+                        batch.len().try_into()?,
+                        0,
+                        (batch.len() << PAGE_SHIFT).try_into()?,
+                        max_segment,
+                        left.try_into()?,
+                        GFP_KERNEL.as_raw(),
+                    )
+                })?;
+            }
+        }
 
         // SAFETY: The table was just allocated for valid pages; `dev` is valid.
         to_result(unsafe {
-            bindings::dma_map_sgtable(dev.as_raw(), this.sgt.get(), dir.into(), 0)
+            bindings::dma_map_sgtable(dev.as_raw(), &raw mut (*table).sgt, dir.into(), 0)
         })?;
         // INVARIANT: The table is now mapped for `dev` in direction `dir`.
         this.mapped = true;
@@ -502,15 +555,21 @@ impl<P: AsPageIter> SgTableMapping<P> {
 
 impl<P: AsPageIter> Drop for SgTableMapping<P> {
     fn drop(&mut self) {
+        let table = self.table.get();
         if self.mapped {
             // SAFETY: By the type invariants the table is mapped for `dev` in direction `dir`.
             unsafe {
-                bindings::dma_unmap_sgtable(self.dev.as_raw(), self.sgt.get(), self.dir.into(), 0)
+                bindings::dma_unmap_sgtable(
+                    self.dev.as_raw(),
+                    &raw mut (*table).sgt,
+                    self.dir.into(),
+                    0,
+                )
             };
         }
-        // SAFETY: The table is zeroed or allocated, and not mapped; `sg_free_table()` does
-        // nothing for a zeroed table.
-        unsafe { bindings::sg_free_table(self.sgt.get()) };
+        // SAFETY: The table is zeroed or allocated by `sg_alloc_append_table_from_pages()`, and
+        // not mapped; freeing a zeroed table does nothing.
+        unsafe { bindings::sg_free_append_table(table) };
     }
 }
 
@@ -718,8 +777,11 @@ impl<T: Operations> OperationsVTable<T> {
         let result = direction_from_raw(dir).and_then(|dir| data.map(attachment, dir));
         match result {
             // The importer owns the mapping until it hands the table back to `unmap_dma_buf`.
-            // SAFETY: `mapping` is a valid pointer from `KBox::into_raw()`.
-            Ok(mapping) => unsafe { (*KBox::into_raw(mapping)).sgt.get() },
+            Ok(mapping) => {
+                let mapping = KBox::into_raw(mapping);
+                // SAFETY: `mapping` is a valid pointer from `KBox::into_raw()`.
+                unsafe { &raw mut (*(*mapping).table.get()).sgt }
+            }
             Err(err) => err.to_ptr(),
         }
     }
@@ -732,13 +794,15 @@ impl<T: Operations> OperationsVTable<T> {
         sgt: *mut bindings::sg_table,
         _dir: bindings::dma_data_direction,
     ) {
-        // SAFETY: `sgt` is the `sgt` field of a boxed `SgTableMapping` given away by
-        // `map_dma_buf`.
+        // SAFETY: `sgt` is the `sgt` field of the `table` of a boxed `SgTableMapping` given away
+        // by `map_dma_buf`.
+        let table = unsafe { container_of!(sgt, bindings::sg_append_table, sgt) };
+        // SAFETY: As above; `Opaque<T>` has the layout of `T`.
         let mapping = unsafe {
             container_of!(
-                sgt.cast::<Opaque<bindings::sg_table>>(),
+                table.cast::<Opaque<bindings::sg_append_table>>(),
                 SgTableMapping<T::MapPages>,
-                sgt
+                table
             )
         };
         // SAFETY: The importer gives the mapping back; we own it again and drop it.

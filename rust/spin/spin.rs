@@ -37,6 +37,7 @@ module! {
 
 /// The spin module: owns the subsystem's global state.
 struct Spin {
+    _router: router::Router,
     _exporter: exporter::Exporter,
 }
 
@@ -49,6 +50,7 @@ impl kernel::Module for Spin {
         );
         router::init()?;
         Ok(Spin {
+            _router: router::Router::new()?,
             _exporter: exporter::Exporter::new()?,
         })
     }

@@ -12,6 +12,11 @@
 //! `Documentation/spin/gpu-memory.rst`). Everything else is undone by the PCI and p2pdma cores
 //! when the driver unbinds: the p2pdma teardown waits until every page is released.
 //!
+//! A GPU driver may reset its device when it unbinds, so no DMA may reach the memory by then.
+//! spin's exporter waits for the DMA into its buffers before the driver's unbind callback runs;
+//! [`P2pdmaBar::unbind`] checks it, where a GPU driver would reset: it reports how much of the
+//! memory is still in use.
+//!
 //! The driver binds to the QEMU `ivshmem-plain` device (1af4:1110, shared memory in BAR2) by ID,
 //! and to any other PCI device through `driver_override`.
 
@@ -123,6 +128,19 @@ impl pci::Driver for P2pdmaBar {
             pdev.resource_len(bar)? >> 20
         );
         Ok(P2pdmaBar)
+    }
+
+    /// Where a GPU driver would reset its device: reports whether p2pdma memory is still in use
+    /// (allocated or referenced), into which DMA might still be in flight.
+    fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, _this: Pin<&Self::Data<'bound>>) {
+        match pdev.p2pmem_in_use() {
+            0 => dev_info!(pdev, "unbind: no p2pdma memory in use\n"),
+            used => dev_warn!(
+                pdev,
+                "unbind: {} KiB of p2pdma memory still in use, DMA may still reach it\n",
+                used >> 10
+            ),
+        }
     }
 }
 

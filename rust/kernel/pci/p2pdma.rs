@@ -71,6 +71,14 @@ impl<'a> Device<device::Core<'a>> {
 }
 
 impl Device {
+    /// Returns how many bytes of the device's p2pdma memory are allocated or still referenced:
+    /// zero if it has none, or all of it is back in its pool.
+    pub fn p2pmem_in_use(&self) -> usize {
+        // SAFETY: `self.as_raw()` is a valid pointer to a `struct pci_dev`; the function reads the
+        // device's p2pdma state under RCU.
+        unsafe { bindings::pci_p2pmem_in_use(self.as_raw()) }
+    }
+
     /// Returns whether the device registered peer-to-peer DMA memory and published it.
     pub fn has_p2pmem(&self) -> bool {
         // SAFETY: `self.as_raw()` is a valid pointer to a `struct pci_dev`; the function reads the
@@ -182,27 +190,54 @@ impl P2pPages {
     /// Takes one more reference on every page and returns it as a new [`P2pPages`].
     ///
     /// The pages go back to the pool only when both `self` and the returned object are dropped
-    /// (and every other reference is gone).
+    /// (and every other reference is gone). May sleep: a large run is referenced with reschedule
+    /// points.
     pub fn clone_ref(&self) -> Self {
-        for index in 0..self.count {
-            // SAFETY: The page is valid and we own a reference on it, so its count is not zero.
-            unsafe { bindings::get_page(self.page_ptr(index).as_ptr()) };
-        }
+        // SAFETY: The pages are a run allocated by `pci_p2pmem_alloc_pages()` of `self.size()`
+        // bytes, and we own a reference on each of them (type invariants).
+        unsafe { bindings::pci_p2pmem_get_pages(self.page_ptr(0).as_ptr(), self.size()) };
         // INVARIANT: We just took one reference on each page for the new object.
         Self {
             first_pfn: self.first_pfn,
             count: self.count,
         }
     }
+
+    /// Drops the references of `self`, then waits until every page of the run has been free
+    /// once: until the references others held (pins of DMA in flight, importers' DMA mappings)
+    /// are gone too.
+    ///
+    /// For the owner of memory of a provider whose driver is unbinding: once this returns, no
+    /// DMA into the run is in flight, and the driver may reset its device. A page that is
+    /// allocated anew after it was free does not extend the wait. If `provider` is not the
+    /// provider of the pages, the references are dropped without waiting.
+    ///
+    /// Sleeps, without a time limit, warning periodically while a page is still held.
+    pub fn release_and_wait(self, provider: &Device<device::Bound>) {
+        let this = core::mem::ManuallyDrop::new(self);
+        let first = this.page_ptr(0);
+        // SAFETY: `first` is a valid p2pdma page (type invariants).
+        let owner = unsafe { bindings::pci_p2pdma_page_provider(first.as_ptr()) };
+        // SAFETY: The pages are a run of `this.size()` bytes allocated by
+        // `pci_p2pmem_alloc_pages()`, on which we own one reference each (type invariants);
+        // `this` is never dropped, so they are dropped exactly once.
+        unsafe { bindings::pci_p2pmem_put_pages(first.as_ptr(), this.size()) };
+        if !core::ptr::eq(owner, provider.as_raw()) {
+            return;
+        }
+        // SAFETY: The run was allocated from `provider`, whose driver is bound (`Bound`
+        // context): its page map, and with it the pages' `struct page`s, stay valid.
+        unsafe { bindings::pci_p2pmem_wait_free(first.as_ptr(), this.size()) };
+    }
 }
 
 impl Drop for P2pPages {
+    /// Drops the references; may sleep (a large run is released with reschedule points).
     fn drop(&mut self) {
-        for index in 0..self.count {
-            // SAFETY: By the type invariants we own one reference on the page; it is dropped here,
-            // exactly once.
-            unsafe { bindings::put_page(self.page_ptr(index).as_ptr()) };
-        }
+        // SAFETY: The pages are a run of `self.size()` bytes allocated by
+        // `pci_p2pmem_alloc_pages()`; by the type invariants we own one reference on each page,
+        // dropped here, exactly once.
+        unsafe { bindings::pci_p2pmem_put_pages(self.page_ptr(0).as_ptr(), self.size()) };
     }
 }
 

@@ -9,10 +9,10 @@
 //! the last of them is gone.
 
 use super::{policy, provider::Provider};
-use crate::router::mark_p2pdma_mapped;
 use kernel::{
     dma::DataDirection,
     dma_buf::{self, Attachment, DmaBuf, Fault, SgTableMapping},
+    bindings,
     mm::{
         virt::{VmaMixedMap, VmaNew, VmaRef},
         Mm,
@@ -25,16 +25,14 @@ use kernel::{
 };
 
 /// The mutable state of a buffer, under its lock.
+///
+/// User mappings get their pages only in [`Buffer::fault`], under this lock, on a VMA that is
+/// linked to the dma-buf's file: a revocation takes the pages under the lock, then zaps that
+/// file's mappings, and so finds every page table entry a fault made before it; faults after it
+/// fail. Nothing of the address spaces that map the buffer is kept.
 struct BufferState {
     /// The buffer's own reference on its pages; [`None`] once the buffer is revoked.
     pages: Option<P2pPages>,
-    /// The address spaces the buffer was mapped into (once each).
-    ///
-    /// A new mapping gets its pages in `mmap`, before the core links the VMA to the dma-buf's
-    /// file; a revocation racing with it would not find those page table entries. Revocation
-    /// waits for the mmaps in flight by taking the mmap lock of each of these address spaces,
-    /// then zaps again.
-    mapped_in: KVec<ARef<Mm>>,
 }
 
 /// The part of a buffer that its provider keeps in its list of live buffers.
@@ -46,36 +44,23 @@ pub(super) struct BufferShared {
     state: Mutex<BufferState>,
 }
 
-/// What a revocation took from a buffer, see [`BufferShared::revoke`].
-pub(super) struct Revoked {
-    /// The buffer's page references, to drop once the user mappings are gone.
-    pub(super) pages: Option<P2pPages>,
-    /// The address spaces whose mmaps in flight must be waited for.
-    pub(super) mapped_in: KVec<ARef<Mm>>,
-}
-
 impl BufferShared {
     /// Creates the shared state of a new buffer of `pages`, allocated from `pdev`.
     pub(super) fn new(pdev: ARef<pci::Device>, pages: P2pPages) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 pdev,
-                state <- new_mutex!(BufferState {
-                    pages: Some(pages),
-                    mapped_in: KVec::new(),
-                }),
+                state <- new_mutex!(BufferState { pages: Some(pages) }),
             }),
             GFP_KERNEL,
         )
     }
 
     /// Revokes the buffer: faults, new mappings and importers' maps fail from now on.
-    pub(super) fn revoke(&self) -> Revoked {
-        let mut state = self.state.lock();
-        Revoked {
-            pages: state.pages.take(),
-            mapped_in: core::mem::take(&mut state.mapped_in),
-        }
+    ///
+    /// Returns the buffer's page references, to drop once its user mappings are zapped.
+    pub(super) fn revoke(&self) -> Option<P2pPages> {
+        self.state.lock().pages.take()
     }
 
     /// Returns whether the buffer was revoked.
@@ -84,16 +69,23 @@ impl BufferShared {
     }
 }
 
+/// Notes in `mm` that a user mapping of p2pdma memory is being made in it (`MMF_P2PDMA`, patch
+/// `mm/0003`): the router looks at the requests of such processes only.
+fn mark_p2pdma_mapped(mm: &Mm) {
+    // SAFETY: `mm` is a valid mm for the duration of the borrow.
+    unsafe { bindings::spin_mm_mark_p2pdma(mm.as_raw()) };
+}
+
 /// Maps buffer pages `window` into `vma`, whose first page is buffer page `vma_first`.
 ///
-/// Pages mapped already are skipped. An error for a page other than `needed` is ignored (that
-/// page is mapped by its own fault later); for `needed` it is returned.
+/// Pages mapped already are skipped. An error for a page other than `needed` (the faulting one)
+/// is ignored (that page is mapped by its own fault later); for `needed` it is returned.
 fn insert_pages(
     vma: &VmaMixedMap,
     pages: &P2pPages,
     vma_first: usize,
     window: core::ops::Range<usize>,
-    needed: Option<usize>,
+    needed: usize,
 ) -> Result {
     for index in window {
         let page = pages.page(index).ok_or(EINVAL)?;
@@ -102,7 +94,7 @@ fn insert_pages(
             Ok(()) => {}
             // Mapped already, by a racing fault.
             Err(err) if err == EBUSY => {}
-            Err(err) if needed.is_none_or(|needed| needed == index) => return Err(err),
+            Err(err) if index == needed => return Err(err),
             Err(_) => {}
         }
     }
@@ -145,11 +137,26 @@ impl dma_buf::Operations for Buffer {
 
     const VM_OPS: Option<&'static dma_buf::VmOps<Self>> = Some(&BUFFER_VM_OPS);
 
-    /// Refuses importers that cannot reach the provider by peer-to-peer DMA ([`EINVAL`]) and all
-    /// of them once the buffer is revoked ([`ENODEV`]).
+    /// Refuses importers that cannot reach the provider by peer-to-peer DMA ([`EINVAL`]), that
+    /// do not take peer memory or do not drop their mappings when asked to ([`EOPNOTSUPP`], as
+    /// vfio-pci's exporter does: their mappings would keep the provider's unbind waiting for as
+    /// long as they like), and all of them once the buffer is revoked ([`ENODEV`]).
     fn attach(&self, attachment: &Attachment) -> Result {
         if self.shared.is_revoked() {
             return Err(ENODEV);
+        }
+        if !attachment.peer2peer() || !attachment.is_revocable() {
+            pr_debug!(
+                "p2p-{}: refused importer {}: {}\n",
+                self.provider.bdf(),
+                attachment.device().name(),
+                if attachment.peer2peer() {
+                    "it cannot be revoked"
+                } else {
+                    "it does not take peer memory"
+                }
+            );
+            return Err(EOPNOTSUPP);
         }
         if self
             .shared
@@ -184,40 +191,32 @@ impl dma_buf::Operations for Buffer {
         SgTableMapping::new(attachment.device(), pages, dir)
     }
 
-    /// Sets up a shared, write-combining mapping and maps all its pages.
+    /// Sets up a shared, write-combining mapping. Its pages are mapped by [`Buffer::fault`], 2 MiB
+    /// at a time, as they are first touched (by the CPU or by `pin_user_pages()`).
     fn mmap(&self, _dmabuf: &DmaBuf, vma: &VmaNew) -> Result {
         policy::check_mmap_flags(vma.flags())?;
         let vma_first = vma.pgoff();
         let vma_pages = (vma.end() - vma.start()) / PAGE_SIZE;
 
-        let mut state = self.shared.state.lock();
-        let state = &mut *state;
+        let state = self.shared.state.lock();
         let pages = state.pages.as_ref().ok_or(ENODEV)?;
-        let window = vma_first..vma_first.checked_add(vma_pages).ok_or(EINVAL)?;
-        if window.end > pages.page_count() {
+        let end = vma_first.checked_add(vma_pages).ok_or(EINVAL)?;
+        if end > pages.page_count() {
             return Err(EINVAL);
         }
-        let mm: &Mm = vma.mm();
+        drop(state);
         // The router looks at the I/O of processes that mapped p2pdma memory only.
-        mark_p2pdma_mapped(mm);
-        if !state
-            .mapped_in
-            .iter()
-            .any(|seen| core::ptr::eq(&**seen, mm))
-        {
-            state.mapped_in.push(mm.into(), GFP_KERNEL)?;
-        }
+        mark_p2pdma_mapped(vma.mm());
 
         vma.set_dontexpand();
         vma.set_dontdump();
         vma.set_page_prot_writecombine();
-        let vma = vma.set_mixedmap();
-        // On error the core unmaps the VMA, and with it the pages mapped so far.
-        insert_pages(vma, pages, vma_first, window, None)
+        vma.set_mixedmap();
+        Ok(())
     }
 
-    /// Maps the faulting page again (after `madvise(MADV_DONTNEED)`, for instance), with its
-    /// neighbours in the same 2 MiB block.
+    /// Maps the faulting page, with its neighbours in the same 2 MiB block: on first touch, and
+    /// again after `madvise(MADV_DONTNEED)`, for instance.
     fn fault(&self, fault: &Fault) -> Result {
         let state = self.shared.state.lock();
         // Revoked: the mapping now faults with SIGBUS.
@@ -237,6 +236,6 @@ impl dma_buf::Operations for Buffer {
             policy::FAULT_AROUND_PAGES,
         )
         .ok_or(EFAULT)?;
-        insert_pages(vma, pages, vma_first, window, Some(fault_pgoff))
+        insert_pages(vma, pages, vma_first, window, fault_pgoff)
     }
 }

@@ -2,23 +2,25 @@
 
 //! A kernel importer for tests: `/sys/kernel/debug/spin_exporter/import_check`.
 //!
-//! Writing `<dma-buf fd> <pci-bdf>` attaches that PCI device to the dma-buf of the writer's file
-//! descriptor as an importer, maps the buffer for its DMA, records what the device would use,
-//! then unmaps and detaches. The write fails with the error of the attach or the map, e.g.
-//! `EINVAL` when the device cannot reach the memory by peer-to-peer DMA. Reading the file shows
-//! the last result:
+//! Writing `<dma-buf fd> <pci-bdf> [revocable|nopeer|pinned]` attaches that PCI device to the
+//! dma-buf of the writer's file descriptor as an importer of that kind (by default a revocable
+//! one, as GPU and RDMA drivers are; `nopeer`: one that needs `struct page`s; `pinned`: a static
+//! one), maps the buffer for its DMA, records what the device would use, then unmaps and
+//! detaches. The write fails with the error of the attach or the map, e.g. `EINVAL` when the
+//! device cannot reach the memory by peer-to-peer DMA, `EOPNOTSUPP` for the other kinds.
+//! Reading the file shows the last result:
 //!
 //! - `ok segments=<n> dma=<first dma address> len=<bytes> bus_address=<0|1>`: mapped; the
 //!   addresses are PCI bus addresses (`bus_address=1`) when the two devices talk through a switch;
 //! - `error <errno>`: refused;
 //! - `none`: nothing asked yet.
 
-use super::policy;
+use super::policy::{self, ImportMode};
 use core::fmt;
 use kernel::{
     debugfs::{Dir, File},
     dma::DataDirection,
-    dma_buf::DmaBuf,
+    dma_buf::{DmaBuf, ImportKind},
     new_mutex, pci,
     prelude::*,
     str::CString,
@@ -94,11 +96,16 @@ impl ImportCheck {
 
 /// Attaches, maps, records, unmaps and detaches; see the module documentation.
 fn check(request: &[u8]) -> Result<LastImport> {
-    let (fd, bdf) = policy::parse_import_request(request)?;
+    let (fd, bdf, mode) = policy::parse_import_request(request)?;
     let dmabuf = DmaBuf::get(fd)?;
     let bdf = CString::try_from_fmt(fmt!("{bdf}"))?;
     let pdev = pci::Device::find_by_name(&bdf).ok_or(ENODEV)?;
-    let attachment = dmabuf.attach(pdev.as_ref())?;
+    let kind = match mode {
+        ImportMode::Revocable => ImportKind::Revocable,
+        ImportMode::NoPeer => ImportKind::RevocableNoPeer,
+        ImportMode::Pinned => ImportKind::Pinned,
+    };
+    let attachment = dmabuf.attach(pdev.as_ref(), kind)?;
     let mapping = attachment.map(DataDirection::Bidirectional)?;
     let segments = mapping.segments()?;
     let first = segments.first().ok_or(EINVAL)?;

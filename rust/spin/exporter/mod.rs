@@ -16,7 +16,7 @@
 //!   suite `rust_spin_exporter`;
 //! - [`provider`]: a provider and its heap: allocation, the list of live buffers, revocation;
 //! - [`buffer`]: a buffer's dma-buf operations: attach/map for importers, mmap and fault;
-//! - [`import_check`]: a kernel importer in debugfs, for tests;
+//! - `import_check`: a kernel importer in debugfs, for tests (`CONFIG_SPIN_IMPORT_CHECK`);
 //! - this file: finding providers (at init and through a PCI bus notifier).
 //!
 //! # Lifetimes
@@ -28,30 +28,37 @@
 //! invalidate mappings (they hold the dma-buf file), `fork()` copies the page table entries with
 //! their references.
 //!
-//! When the provider's driver unbinds, the buffers are revoked ([`provider::Provider::revoke`]):
-//! user mappings are zapped and fault with `SIGBUS` afterwards, importers are asked to drop their
+//! When the provider's driver unbinds, the buffers are revoked ([`provider::Provider::revoke`]),
+//! from the bus notifier, before the driver's `remove()`: user mappings are zapped and fault with
+//! `SIGBUS` afterwards, importers (all revocable: others cannot attach) are asked to drop their
 //! mappings, new mmaps and attaches fail with `ENODEV`, and the buffers drop their own page
-//! references. The p2pdma teardown then waits for the remaining references (I/O in flight,
-//! importers that have not unmapped yet) before it removes the struct pages: no access ever
-//! reaches freed memory. The heap stays (heaps cannot be removed) and fails allocations with
-//! `ENODEV` until a driver binds to the device again.
+//! references. Then, with no lock of spin held, the unbind waits until every page of the revoked
+//! buffers was free once ([`P2pPages::release_and_wait`](kernel::pci::p2pdma::P2pPages)): the
+//! DMA of I/O in flight and of importers is over before `remove()` may reset the device. The
+//! heap stays (heaps cannot be removed) and fails allocations with `ENODEV` until a driver binds
+//! to the device again.
 //!
 //! # Lock order
 //!
-//! registry lock → provider lock → buffer lock; the provider lock is also taken before a
-//! dma-buf's reservation lock (revocation). The buffer lock is innermost: it is taken under the
-//! mmap lock (mmap), the VMA lock (fault) and the reservation lock (importer map), and nothing is
-//! acquired while it is held, except page table locks when pages are inserted.
+//! device lock (of the unbinding provider, held around the bus notifier) → registry lock →
+//! provider lock → the dma-buf file's `i_mmap_rwsem` (zap) and reservation lock (importers'
+//! invalidation). The buffer lock is innermost: it is taken under the mmap lock (mmap), the VMA
+//! lock or the mmap lock (fault) and the reservation lock (importer map), and nothing is acquired
+//! while it is held, except page table locks when a fault inserts pages. The wait for the pages
+//! holds only the device lock.
 
 mod buffer;
+#[cfg(CONFIG_SPIN_IMPORT_CHECK)]
 mod import_check;
 mod policy;
 mod provider;
 
 pub(crate) use buffer::mapping_provider;
+#[cfg(CONFIG_SPIN_IMPORT_CHECK)]
 use import_check::ImportCheck;
+#[cfg(CONFIG_SPIN_IMPORT_CHECK)]
+use kernel::debugfs::{Dir, File};
 use kernel::{
-    debugfs::{Dir, File},
     device,
     dma_heap::Heap,
     new_mutex,
@@ -61,6 +68,7 @@ use kernel::{
     },
     prelude::*,
     sync::{Arc, Mutex},
+    time::{Instant, Monotonic},
 };
 use provider::Provider;
 
@@ -119,11 +127,30 @@ impl ProviderEvents for Registry {
         }
     }
 
+    /// Revokes the buffers of `pdev` and waits until the DMA into them is over: this runs before
+    /// the driver's `remove()`, which may reset the device.
     fn unbinding(&self, pdev: &pci::Device<device::Bound>) {
-        let providers = self.providers.lock();
-        for provider in providers.iter().filter(|provider| provider.is(pdev)) {
-            provider.revoke(pdev);
+        let mut revoked = KVec::new();
+        {
+            let providers = self.providers.lock();
+            for provider in providers.iter().filter(|provider| provider.is(pdev)) {
+                revoked = provider.revoke(pdev);
+            }
         }
+        let count = revoked.len();
+        if count == 0 {
+            return;
+        }
+        let start = Instant::<Monotonic>::now();
+        for pages in revoked.drain_all() {
+            pages.release_and_wait(pdev);
+        }
+        pr_info!(
+            "p2p-{}: the DMA into {} revoked buffer(s) is over after {} us\n",
+            pdev.as_ref().name(),
+            count,
+            start.elapsed().as_micros_ceil()
+        );
     }
 }
 
@@ -131,17 +158,22 @@ impl ProviderEvents for Registry {
 pub(crate) struct Exporter {
     _notifier: Pin<KBox<ProviderNotifier<Registry>>>,
     // Dropped before the directory it is in.
+    #[cfg(CONFIG_SPIN_IMPORT_CHECK)]
     _import_check: Pin<KBox<File<ImportCheck>>>,
+    #[cfg(CONFIG_SPIN_IMPORT_CHECK)]
     _debugfs: Dir,
 }
 
 impl Exporter {
     /// Serves every PCI device that has published p2pdma memory, now and as drivers bind.
     pub(crate) fn new() -> Result<Self> {
+        #[cfg(CONFIG_SPIN_IMPORT_CHECK)]
         let debugfs = Dir::new(c"spin_exporter");
         Ok(Self {
             _notifier: KBox::pin_init(ProviderNotifier::new(Registry::new()), GFP_KERNEL)?,
+            #[cfg(CONFIG_SPIN_IMPORT_CHECK)]
             _import_check: KBox::pin_init(ImportCheck::create(&debugfs), GFP_KERNEL)?,
+            #[cfg(CONFIG_SPIN_IMPORT_CHECK)]
             _debugfs: debugfs,
         })
     }

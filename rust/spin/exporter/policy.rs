@@ -74,18 +74,39 @@ pub(crate) fn fault_window(
     Some(block_start.max(vma_first_pgoff)..block_end.min(vma_end))
 }
 
-/// Parses a request to the `import_check` debugfs file: `<dma-buf fd> <pci-bdf>`.
-pub(crate) fn parse_import_request(request: &[u8]) -> Result<(i32, &str)> {
+/// How the `import_check` importer attaches: the optional third word of a request.
+#[cfg_attr(not(CONFIG_SPIN_IMPORT_CHECK), allow(dead_code))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ImportMode {
+    /// `revocable` (the default): what a GPU or RDMA driver of device memory does.
+    Revocable,
+    /// `nopeer`: an importer that needs memory with CPU-usable `struct page`s.
+    NoPeer,
+    /// `pinned`: a static importer, without a way to revoke its mappings.
+    Pinned,
+}
+
+/// Parses a request to the `import_check` debugfs file: `<dma-buf fd> <pci-bdf> [<mode>]`.
+#[cfg_attr(not(CONFIG_SPIN_IMPORT_CHECK), allow(dead_code))]
+pub(crate) fn parse_import_request(request: &[u8]) -> Result<(i32, &str, ImportMode)> {
     let request = core::str::from_utf8(request).map_err(|_| EINVAL)?;
     let mut words = request.split_ascii_whitespace();
-    let (Some(fd), Some(bdf), None) = (words.next(), words.next(), words.next()) else {
+    let (Some(fd), Some(bdf), mode, None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
         return Err(EINVAL);
     };
     let fd = fd.parse::<i32>().map_err(|_| EINVAL)?;
     if fd < 0 {
         return Err(EINVAL);
     }
-    Ok((fd, bdf))
+    let mode = match mode {
+        None | Some("revocable") => ImportMode::Revocable,
+        Some("nopeer") => ImportMode::NoPeer,
+        Some("pinned") => ImportMode::Pinned,
+        Some(_) => return Err(EINVAL),
+    };
+    Ok((fd, bdf, mode))
 }
 
 #[cfg(CONFIG_SPIN_KUNIT_TEST)]
@@ -156,16 +177,28 @@ mod tests {
     fn import_requests() {
         assert_eq!(
             parse_import_request(b"3 0000:01:00.0\n"),
-            Ok((3, "0000:01:00.0"))
+            Ok((3, "0000:01:00.0", ImportMode::Revocable))
         );
         assert_eq!(
             parse_import_request(b"  17\t0000:c1:00.1 "),
-            Ok((17, "0000:c1:00.1"))
+            Ok((17, "0000:c1:00.1", ImportMode::Revocable))
         );
+        assert_eq!(
+            parse_import_request(b"3 0000:01:00.0 nopeer\n"),
+            Ok((3, "0000:01:00.0", ImportMode::NoPeer))
+        );
+        assert_eq!(
+            parse_import_request(b"3 0000:01:00.0 pinned"),
+            Ok((3, "0000:01:00.0", ImportMode::Pinned))
+        );
+        assert_eq!(parse_import_request(b"3 0000:01:00.0 static"), Err(EINVAL));
         assert_eq!(parse_import_request(b"3"), Err(EINVAL));
         assert_eq!(parse_import_request(b"-1 0000:01:00.0"), Err(EINVAL));
         assert_eq!(parse_import_request(b"x 0000:01:00.0"), Err(EINVAL));
-        assert_eq!(parse_import_request(b"3 0000:01:00.0 more"), Err(EINVAL));
+        assert_eq!(
+            parse_import_request(b"3 0000:01:00.0 pinned more"),
+            Err(EINVAL)
+        );
         assert_eq!(parse_import_request(b"3 \xff"), Err(EINVAL));
     }
 

@@ -10,7 +10,6 @@ use super::{
     buffer::{Buffer, BufferShared},
     policy,
 };
-use crate::router::RouteKey;
 use kernel::{
     dma_buf::{DmaBuf, WeakDmaBuf},
     dma_heap::HeapOperations,
@@ -34,9 +33,6 @@ struct ProviderInner {
     pdev: Option<ARef<pci::Device>>,
     /// Number of revocations so far; an allocation that raced with one fails.
     generation: u64,
-    /// While the device is bound, requests are looked at by the router: user mappings of its
-    /// memory (spin's buffers, upstream's `p2pmem/allocate`) can exist.
-    route: Option<RouteKey>,
     /// The buffers that are neither released nor revoked.
     buffers: KVec<Entry>,
 }
@@ -59,7 +55,6 @@ impl Provider {
                 inner <- new_mutex!(ProviderInner {
                     pdev: None,
                     generation: 0,
-                    route: None,
                     buffers: KVec::new(),
                 }),
             }),
@@ -81,71 +76,61 @@ impl Provider {
     ///
     /// Returns whether the provider was unbound before (a device may be reported twice).
     pub(super) fn bind(&self, pdev: &pci::Device) -> bool {
-        // Taken outside the lock: turning the key on patches code and may sleep.
-        let key = RouteKey::get();
-        let mut inner = self.inner.lock();
-        if inner.route.is_none() {
-            inner.route = Some(key);
-        }
-        inner.pdev.replace(pdev.into()).is_none()
+        self.inner.lock().pdev.replace(pdev.into()).is_none()
     }
 
     /// The provider's device is unbinding: revoke every buffer.
     ///
     /// New allocations fail with [`ENODEV`]; every buffer is revoked (see
     /// [`BufferShared::revoke`]), its user mappings are zapped (a later access gets `SIGBUS`) and
-    /// importers are told to drop their mappings; then the buffers' own page references are
-    /// dropped. What still holds pages
-    /// afterwards (pins of I/O in flight, importers' mappings) is waited for by the p2pdma
-    /// teardown that follows.
-    pub(super) fn revoke(&self, pdev: &pci::Device) {
+    /// importers are told to drop their mappings (all of them are revocable, see
+    /// [`Buffer`]'s `attach`). Returns the buffers' own page references: the caller drops them
+    /// with [`P2pPages::release_and_wait`] once no lock is held, so that the DMA still in flight
+    /// (pins of I/O, importers' mappings) is over before the driver's `remove()` runs.
+    pub(super) fn revoke(&self, pdev: &pci::Device) -> KVec<P2pPages> {
+        let mut revoked = KVec::new();
         let mut inner = self.inner.lock();
         if inner
             .pdev
             .as_deref()
             .is_none_or(|bound| !core::ptr::eq(bound, pdev))
         {
-            return;
+            return revoked;
         }
         inner.pdev = None;
         inner.generation += 1;
-        let route = inner.route.take();
 
         let count = inner.buffers.len();
+        // Without room for the page references, they are dropped here, without waiting.
+        let _ = revoked.reserve(count, GFP_KERNEL);
         for entry in inner.buffers.drain_all() {
             // SAFETY: The entry was in the list until now and the list's lock is held: the
             // buffer's drop, which removes the entry under this lock, has not run.
             let dmabuf = unsafe { entry.dmabuf.upgrade() };
-            let revoked = entry.shared.revoke();
+            let pages = entry.shared.revoke();
             // Without a reference to the dma-buf there is no mapping (each holds one) and no
             // mmap in flight (it holds one too).
             if let Some(dmabuf) = dmabuf {
+                // Every page table entry was made by a fault before the revocation, on a VMA
+                // linked to the dma-buf's file: the zap finds them all.
                 dmabuf.zap_user_mappings();
-                // Wait for the mmaps in flight, whose VMAs the zap may have missed, and zap again.
-                if !revoked.mapped_in.is_empty() {
-                    for mm in &revoked.mapped_in {
-                        if let Some(mm) = mm.mmget_not_zero() {
-                            drop(mm.mmap_read_lock());
-                        }
-                    }
-                    dmabuf.zap_user_mappings();
-                }
                 dmabuf.invalidate_importer_mappings();
                 // `dma_buf_put()` defers the final release (to task work or a work item), so
                 // dropping the reference under the lock cannot re-enter `Buffer::drop`.
                 drop(dmabuf);
             }
-            // The user mappings are gone: drop the buffer's own page references.
-            drop(revoked.pages);
+            if let Some(pages) = pages {
+                // A failed push drops the references, without waiting.
+                let _ = revoked.push(pages, GFP_KERNEL);
+            }
         }
         drop(inner);
-        // Outside the lock, as in `bind`.
-        drop(route);
         pr_info!(
             "p2p-{}: provider unbinding, {} buffer(s) revoked\n",
             self.bdf(),
             count
         );
+        revoked
     }
 
     /// Forgets a released buffer.

@@ -33,13 +33,6 @@ impl Drop for RouteKey {
     }
 }
 
-/// Notes in `mm` that a user mapping of p2pdma memory is being made in it (`MMF_P2PDMA`): the
-/// router looks at the requests of such processes only.
-pub(crate) fn mark_p2pdma_mapped(mm: &kernel::mm::Mm) {
-    // SAFETY: `mm` is a valid mm for the duration of the borrow.
-    unsafe { bindings::spin_mm_mark_p2pdma(mm.as_raw()) };
-}
-
 /// Why a request stays in the page cache; the values of `enum spin_fallback`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]

@@ -31,24 +31,26 @@ mod readahead;
 mod state;
 mod writer;
 
-pub(crate) use glue::{mark_p2pdma_mapped, RouteKey};
-
 use crate::sched::{
     self,
     plan::{self, Leg},
     Path, RunsBuilder, Segment, Slot,
 };
-use glue::{Fallback, FileInfo, RaWindow, Request, Routable};
+use glue::{Fallback, FileInfo, RaWindow, Request, RouteKey, Routable};
 use kernel::{
-    bindings,
+    bindings, device,
     mm::{
         virt::{flags as vm_flags, VmaRef},
         MmWithUser,
     },
+    new_mutex,
     page::PAGE_SIZE,
-    pci,
+    pci::{
+        self,
+        p2pdma::{ProviderEvents, ProviderNotifier},
+    },
     prelude::*,
-    sync::aref::ARef,
+    sync::{aref::ARef, Mutex},
 };
 use state::{Account, Mode};
 
@@ -62,6 +64,63 @@ pub(crate) fn init() -> Result {
     state::init();
     readahead::init()?;
     glue::sysfs_init()
+}
+
+/// The PCI devices with published p2pdma memory, each holding a reference on the routing key:
+/// while one is bound, user mappings of p2pdma memory (spin's buffers, upstream's
+/// `p2pmem/allocate`) can exist, and the VFS hands requests to the router.
+#[pin_data]
+struct Providers {
+    #[pin]
+    bound: Mutex<KVec<(ARef<pci::Device>, RouteKey)>>,
+}
+
+impl ProviderEvents for Providers {
+    fn bound(&self, pdev: &pci::Device<device::Bound>) {
+        if !pdev.has_p2pmem() {
+            return;
+        }
+        // Taken outside the lock: turning the key on patches code and may sleep.
+        let key = RouteKey::get();
+        let mut bound = self.bound.lock();
+        if bound.iter().any(|(p, _)| core::ptr::eq(&**p, &**pdev)) {
+            return;
+        }
+        let pdev: &pci::Device = pdev;
+        if bound.push((pdev.into(), key), GFP_KERNEL).is_err() {
+            pr_warn!(
+                "{}: no room to route requests into its memory\n",
+                pdev.as_ref().name()
+            );
+        }
+    }
+
+    fn unbinding(&self, pdev: &pci::Device<device::Bound>) {
+        // Dropping the key may sleep (code patching), which the mutex allows; nothing takes
+        // this lock under the jump label lock.
+        self.bound
+            .lock()
+            .retain(|(p, _)| !core::ptr::eq(&**p, &**pdev));
+    }
+}
+
+/// The router: follows the p2pdma providers for as long as it lives.
+pub(crate) struct Router {
+    _providers: Pin<KBox<ProviderNotifier<Providers>>>,
+}
+
+impl Router {
+    /// Turns routing on while a p2pdma provider is bound, now and as drivers bind.
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self {
+            _providers: KBox::pin_init(
+                ProviderNotifier::new(try_pin_init!(Providers {
+                    bound <- new_mutex!(KVec::new()),
+                })),
+                GFP_KERNEL,
+            )?,
+        })
+    }
 }
 
 /// Where a user address points.

@@ -55,6 +55,26 @@ static int pattern_file(size_t len, uint64_t seed, int oflags)
 	return open("/tmp/dmabuf_heap_test.dat", O_RDONLY | oflags);
 }
 
+/* Resident KiB of the mapping that starts at @addr, from /proc/self/smaps; -1 if none. */
+static long long rss_kib(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[256], want[32];
+	long long kib = -1;
+	int in = 0;
+
+	snprintf(want, sizeof(want), "%lx-", (unsigned long)addr);
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strchr(line, ' ') && strchr(line, '-') < strchr(line, ' '))
+			in = !strncmp(line, want, strlen(want));
+		else if (in && sscanf(line, "Rss: %lld kB", &kib) == 1)
+			break;
+	}
+	if (f)
+		fclose(f);
+	return kib;
+}
+
 int main(void)
 {
 	char why[256];
@@ -65,7 +85,7 @@ int main(void)
 	pid_t pid;
 
 	ksft_print_header();
-	ksft_set_plan(21);
+	ksft_set_plan(22);
 
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
@@ -92,6 +112,19 @@ int main(void)
 	ksft_test_result(p != MAP_FAILED, "mmap 4 MiB MAP_SHARED\n");
 	if (p == MAP_FAILED)
 		ksft_exit_fail_msg("cannot map: %s\n", strerror(errno));
+	/*
+	 * Pages are mapped on first touch, 2 MiB at a time, not in mmap()
+	 * (whose population held the mmap lock for the whole buffer).
+	 */
+	{
+		long long before = rss_kib(p), after;
+
+		p[3 * MiB] = 1;
+		after = rss_kib(p);
+		ksft_test_result(before == 0 && after == 2048,
+				 "mapped on first touch: %lld KiB resident after mmap, %lld KiB after one store\n",
+				 before, after);
+	}
 	spin_pattern_fill(p, 0, 4 * MiB, 11);
 	ret = spin_gpu_check(gpu, p, 4 * MiB, 11, 0, why, sizeof(why));
 	ksft_test_result(!ret, "CPU stores through the mapping land in GPU memory (%s)\n", why);

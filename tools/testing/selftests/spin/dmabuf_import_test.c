@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * A peer device importing a GPU dma-buf gets PCI bus addresses when it can
- * reach the GPU by peer-to-peer DMA, and is refused when it cannot. The rig has
+ * reach the GPU by peer-to-peer DMA, and is refused when it cannot, or when
+ * it does not take peer memory or cannot be revoked (as vfio-pci's exporter
+ * refuses them: their mappings would hold up the GPU's unbind). The rig has
  * no importing driver, so the exporter's test importer in debugfs
  * (/sys/kernel/debug/spin_exporter/import_check, see
  * Documentation/spin/gpu-memory.rst) attaches a PCI device and maps the buffer.
@@ -39,10 +41,10 @@ static int import(const char *request, char *result, size_t len)
 int main(void)
 {
 	char gpu[PATH_MAX], nvme0[PATH_MAX], nvme2[PATH_MAX], req[128], res[256];
-	int heap, buf, ret;
+	int heap, buf, big, ret;
 
 	ksft_print_header();
-	ksft_set_plan(5);
+	ksft_set_plan(9);
 	if (spin_gpu_find(gpu, sizeof(gpu)) ||
 	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
 	    spin_nvme_pcidir(SPIN_NVME2_SERIAL, nvme2, sizeof(nvme2)))
@@ -63,6 +65,29 @@ int main(void)
 	ret = import(req, res, sizeof(res));
 	ksft_test_result(ret == -EINVAL && !strncmp(res, "error", 5),
 			 "NVMe outside the switch is refused: %s (%s)\n", strerror(-ret), res);
+
+	snprintf(req, sizeof(req), "%d %s nopeer", buf, strrchr(nvme0, '/') + 1);
+	ret = import(req, res, sizeof(res));
+	ksft_test_result(ret == -EOPNOTSUPP,
+			 "an importer that does not take peer memory is refused: %s\n",
+			 strerror(-ret));
+	snprintf(req, sizeof(req), "%d %s pinned", buf, strrchr(nvme0, '/') + 1);
+	ret = import(req, res, sizeof(res));
+	ksft_test_result(ret == -EOPNOTSUPP,
+			 "a pinned (static) importer, which cannot be revoked, is refused: %s\n",
+			 strerror(-ret));
+	snprintf(req, sizeof(req), "%d %s sideways", buf, strrchr(nvme0, '/') + 1);
+	ret = import(req, res, sizeof(res));
+	ksft_test_result(ret == -EINVAL, "an unknown importer kind: %s\n", strerror(-ret));
+
+	/* The table is built 2 MiB at a time; contiguous memory still gives one segment. */
+	big = spin_heap_alloc(heap, 64 * MiB, O_RDWR | O_CLOEXEC, 0);
+	snprintf(req, sizeof(req), "%d %s", big, strrchr(nvme0, '/') + 1);
+	ret = big < 0 ? big : import(req, res, sizeof(res));
+	ksft_test_result(!ret && strstr(res, "segments=1 ") && strstr(res, "len=67108864"),
+			 "a 64 MiB buffer maps as one segment: %s\n", res);
+	if (big >= 0)
+		close(big);
 
 	snprintf(req, sizeof(req), "%d %s", 0, strrchr(nvme0, '/') + 1);
 	ret = import(req, res, sizeof(res));

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -405,6 +407,28 @@ long long spin_pci_bar_start(const char *pcidir, int bar)
  * Physical address behind @addr in this process (root only: /proc/self/pagemap).
  * The pagemap stays open, per process: a forked child opens its own.
  */
+static sigjmp_buf touch_jmp;
+
+static void touch_bus(int sig)
+{
+	siglongjmp(touch_jmp, 1);
+}
+
+/* Read a byte at @addr; 0, or -1 if that raised SIGBUS (a revoked mapping). */
+static int touch(const void *addr)
+{
+	struct sigaction sa = { .sa_handler = touch_bus }, old;
+	int ret = -1;
+
+	sigaction(SIGBUS, &sa, &old);
+	if (!sigsetjmp(touch_jmp, 1)) {
+		(void)*(const volatile char *)addr;
+		ret = 0;
+	}
+	sigaction(SIGBUS, &old, NULL);
+	return ret;
+}
+
 long long spin_virt_to_phys(const void *addr)
 {
 	static int fd = -1;
@@ -424,6 +448,13 @@ long long spin_virt_to_phys(const void *addr)
 	if (fd < 0)
 		return -1;
 	n = pread(fd, &entry, sizeof(entry), (va / page) * sizeof(entry));
+	/*
+	 * GPU memory is mapped on first touch: fault the page in and look
+	 * again. (MADV_POPULATE_READ cannot: GUP without FOLL_PCI_P2PDMA
+	 * refuses p2pdma pages.)
+	 */
+	if (n == sizeof(entry) && !(entry & (1ULL << 63)) && !touch(addr))
+		n = pread(fd, &entry, sizeof(entry), (va / page) * sizeof(entry));
 	if (n != sizeof(entry) || !(entry & (1ULL << 63)))
 		return -1;	/* not present */
 	entry &= (1ULL << 55) - 1;

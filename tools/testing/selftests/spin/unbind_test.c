@@ -100,6 +100,21 @@ static int log_has(const char *needle)
 	return found;
 }
 
+/* Does the last line of the kernel log that contains @key go on with @rest? */
+static int log_last_is(const char *key, const char *rest)
+{
+	int len = klogctl(10, NULL, 0), found = 0;
+	char *buf = calloc(1, len + 1), *p, *last = NULL;
+
+	if (buf && klogctl(3, buf, len) > 0) {
+		for (p = strstr(buf, key); p; p = strstr(p + 1, key))
+			last = p;
+		found = last && !strncmp(last + strlen(key), rest, strlen(rest));
+	}
+	free(buf);
+	return found;
+}
+
 /* Move @pcidir from its driver to @drv with driver_override; "" restores @back. */
 static int rebind(const char *pcidir, const char *drv, const char *back)
 {
@@ -132,6 +147,7 @@ static int nvme_back(const char *serial)
 int main(void)
 {
 	char gpu[PATH_MAX], dev0[64], nvme0[PATH_MAX], nvme1[PATH_MAX], path[PATH_MAX + 32];
+	char line[256];
 	long long avail0, full;
 	int heap, buf, fd2, io, status, ret;
 	uint8_t *p, *q;
@@ -139,7 +155,7 @@ int main(void)
 	struct timespec t0, t1;
 
 	ksft_print_header();
-	ksft_set_plan(15);
+	ksft_set_plan(17);
 	if (spin_gpu_find(gpu, sizeof(gpu)) ||
 	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
 	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
@@ -188,6 +204,17 @@ int main(void)
 	waitpid(pid, &status, 0);
 	ksft_test_result(WIFEXITED(status) && !WEXITSTATUS(status),
 			 "in-flight reads completed, later ones got EFAULT, nothing else\n");
+	/*
+	 * The DMA in flight was over before the driver's unbind callback, where
+	 * a GPU driver would reset its device: p2pdma_bar reports what is still
+	 * in use there.
+	 */
+	snprintf(line, sizeof(line), "%s: unbind: ", bdf_of(gpu));
+	ksft_test_result(log_last_is(line, "no p2pdma memory in use"),
+			 "nothing of the GPU memory was in use when the driver's unbind ran\n");
+	snprintf(line, sizeof(line), "p2p-%s: the DMA into 1 revoked buffer(s) is over",
+		 bdf_of(gpu));
+	ksft_test_result(log_has(line), "spin waited for it before: \"%s\"\n", line);
 
 	ksft_test_result(faults(p) && faults(p + 16 * MiB - 1),
 			 "the revoked mapping raises SIGBUS\n");
