@@ -4,10 +4,10 @@
 //! sysfs files that show and set them (`/sys/kernel/spin/`, `/sys/block/<disk>/spin/`).
 //!
 //! Locking: the mode and all counters are atomics, read and bumped without locks. The per-disk
-//! table is one global mutex, [`DISKS`], held only to look an entry up, create it or change its
-//! parameters; the router copies a disk's [`Params`] and clones its counters' [`Arc`] under it
-//! and lets go before doing any I/O. The P2P path verdict of a disk (see [`p2p_refused`]) is
-//! found without it and stored under it.
+//! table is a red-black tree under one global mutex, [`DISKS`], held only to look an entry up
+//! (`O(log n)`), create it or change its parameters; the router copies a disk's [`Params`] and
+//! clones its counters' [`Arc`] under it and lets go before doing any I/O. The P2P path verdict
+//! of a disk (see [`p2p_refused`]) is found without it and stored under it.
 
 use super::glue::{self, DiskRef, Fallback, FileInfo, Member, Request};
 use crate::sched::Params;
@@ -15,6 +15,7 @@ use core::fmt::Write;
 use kernel::{
     bindings, pci,
     prelude::*,
+    rbtree::{self, RBTree, RBTreeNodeReservation},
     str::Formatter,
     sync::{
         aref::ARef,
@@ -238,6 +239,8 @@ impl Account {
 
 /// A disk: its device number, and its identity (the address of its `struct gendisk`, compared
 /// and never followed), which tells apart two disks that had the same device number.
+///
+/// Ordered by identity first, so that the entries of one disk (its partitions) are neighbours.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DiskKey {
     /// The device number; 0: no disk (`/sys/kernel/spin`, a file without a block device).
@@ -246,9 +249,20 @@ pub(crate) struct DiskKey {
     pub(crate) id: usize,
 }
 
+impl Ord for DiskKey {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        (self.id, self.devt).cmp(&(other.id, other.devt))
+    }
+}
+
+impl PartialOrd for DiskKey {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// One disk's entry, dropped when the disk is released (`spin_disk_release()`).
 struct Disk {
-    key: DiskKey,
     params: Params,
     counters: Arc<Counters>,
     /// The last P2P path verdict for this disk (see [`p2p_refused`]).
@@ -290,8 +304,7 @@ impl Path {
 pub(crate) fn p2p_refused(req: &Request<'_>, info: &FileInfo, gpu: &pci::Device) -> Option<u32> {
     let cached = DISKS
         .lock()
-        .iter()
-        .find(|d| d.key == info.key())
+        .get(&info.key())
         .and_then(|d| d.path.as_ref())
         .filter(|p| p.answers(info, gpu))
         .map(|p| p.refused);
@@ -309,7 +322,7 @@ pub(crate) fn p2p_refused(req: &Request<'_>, info: &FileInfo, gpu: &pci::Device)
             Err(_) => Some(info.devt),
         },
     };
-    if let Some(d) = DISKS.lock().iter_mut().find(|d| d.key == info.key()) {
+    if let Some(d) = DISKS.lock().get_mut(&info.key()) {
         d.path = Some(Path {
             gpu: gpu.into(),
             client: info.client.clone(),
@@ -411,9 +424,44 @@ unsafe extern "C" fn spin_rust_disk_p2p_show(disk: *mut bindings::gendisk, buf: 
 /// Entries this many at most: one per disk that exists and was routed to or configured.
 const MAX_DISKS: usize = 4096;
 
+/// The per-disk entries.
+struct Disks {
+    /// The entries; [`None`] until the first one is created.
+    tree: Option<RBTree<DiskKey, Disk>>,
+    /// The number of entries.
+    len: usize,
+}
+
+impl Disks {
+    fn get(&self, key: &DiskKey) -> Option<&Disk> {
+        self.tree.as_ref()?.get(key)
+    }
+
+    fn get_mut(&mut self, key: &DiskKey) -> Option<&mut Disk> {
+        self.tree.as_mut()?.get_mut(key)
+    }
+
+    /// Drops the entries of disk `id` (the disk and its partitions).
+    fn remove_disk(&mut self, id: usize) {
+        let Some(tree) = self.tree.as_mut() else {
+            return;
+        };
+        let mut cursor = tree.cursor_lower_bound_mut(&DiskKey { devt: 0, id });
+        while let Some(c) = cursor {
+            if c.current().0.id != id {
+                break;
+            }
+            let (next, node) = c.remove_current();
+            drop(node);
+            self.len -= 1;
+            cursor = next.filter(|n| n.current().0.id == id);
+        }
+    }
+}
+
 global_lock! {
     // SAFETY: Initialised by `init()` in module init, before the router or sysfs can use it.
-    unsafe(uninit) static DISKS: Mutex<KVec<Disk>> = KVec::new();
+    unsafe(uninit) static DISKS: Mutex<Disks> = Disks { tree: None, len: 0 };
 }
 
 /// Initialises the state; called once from module init.
@@ -428,24 +476,25 @@ fn default_params() -> Result<Params> {
 }
 
 /// The entry of disk `key`, created with the default parameters if there is none.
-fn entry(disks: &mut KVec<Disk>, key: DiskKey) -> Result<&mut Disk> {
-    let at = match disks.iter().position(|d| d.key == key) {
-        Some(at) => at,
-        None => {
-            if disks.len() >= MAX_DISKS {
+fn entry(disks: &mut Disks, key: DiskKey) -> Result<&mut Disk> {
+    let len = disks.len;
+    let tree = disks.tree.get_or_insert_with(RBTree::new);
+    match tree.entry(key) {
+        rbtree::Entry::Occupied(e) => Ok(e.into_mut()),
+        rbtree::Entry::Vacant(e) => {
+            if len >= MAX_DISKS {
                 return Err(ENOSPC);
             }
             let disk = Disk {
-                key,
                 params: default_params()?,
                 counters: Arc::new(Counters::new(), GFP_KERNEL)?,
                 path: None,
             };
-            disks.push(disk, GFP_KERNEL)?;
-            disks.len() - 1
+            let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+            disks.len = len + 1;
+            Ok(e.insert(disk, node))
         }
-    };
-    disks.get_mut(at).ok_or(EINVAL)
+    }
 }
 
 /// The parameters and the account of disk `key` (device number 0: no disk), creating its entry
@@ -497,7 +546,7 @@ fn with_param(p: &Params, attr: u32, v: u64) -> Result<Params> {
 /// Drops the entry of the released disk `id` (`spin_disk_release()`).
 #[no_mangle]
 extern "C" fn spin_rust_disk_release(id: usize) {
-    DISKS.lock().retain(|d| d.key.id != id);
+    DISKS.lock().remove_disk(id);
 }
 
 fn show(key: DiskKey, attr: u32, f: &mut Formatter<'_>) -> Result {
@@ -509,7 +558,7 @@ fn show(key: DiskKey, attr: u32, f: &mut Formatter<'_>) -> Result {
             writeln!(f, "{name}").map_err(fmt_err)
         }
         bindings::spin_sysfs_attr_SPIN_ATTR_STAT if devt == 0 => {
-            let entries = DISKS.lock().len();
+            let entries = DISKS.lock().len;
             GLOBAL
                 .show(f)
                 .and_then(|()| super::readahead::show_stat(f))
@@ -521,14 +570,14 @@ fn show(key: DiskKey, attr: u32, f: &mut Formatter<'_>) -> Result {
         }
         bindings::spin_sysfs_attr_SPIN_ATTR_STAT => {
             let disks = DISKS.lock();
-            match disks.iter().find(|d| d.key == key) {
+            match disks.get(&key) {
                 Some(d) => d.counters.show(f).map_err(fmt_err),
                 None => Counters::new().show(f).map_err(fmt_err),
             }
         }
         _ if devt != 0 => {
             let disks = DISKS.lock();
-            let p = match disks.iter().find(|d| d.key == key) {
+            let p = match disks.get(&key) {
                 Some(d) => d.params,
                 None => default_params()?,
             };
