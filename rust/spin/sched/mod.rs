@@ -33,15 +33,19 @@
 //!
 //! Only `core` is used, so the same files build into the kernel (`rust/spin/`) and into the host
 //! crate `tools/testing/spin/core` (tests, property tests, simulator, benchmark). [`cases`]
-//! holds the unit tests both run. See Documentation/spin/sched.rst for the model, the proofs and
+//! holds the unit tests both run. The router uses [`overlap`] (built on [`optimal`]'s search),
+//! [`plan`] and [`readahead`]; the research baselines [`greedy`] and [`released`] are built into
+//! the kernel only with its KUnit tests (`CONFIG_SPIN_KUNIT_TEST`), which compare them. See Documentation/spin/sched.rst for the model, the proofs and
 //! the measured numbers.
 
 pub mod cost;
+#[cfg(any(not(CONFIG_RUST), CONFIG_SPIN_KUNIT_TEST))]
 pub mod greedy;
 pub mod optimal;
 pub mod overlap;
 pub mod plan;
 pub mod readahead;
+#[cfg(any(not(CONFIG_RUST), CONFIG_SPIN_KUNIT_TEST))]
 pub mod released;
 pub mod runs;
 pub mod schedule;
@@ -50,9 +54,11 @@ pub mod schedule;
 pub mod cases;
 
 pub use cost::{Model, ParamError, Params, Picos};
+#[cfg(any(not(CONFIG_RUST), CONFIG_SPIN_KUNIT_TEST))]
 pub use greedy::greedy;
 pub use optimal::{optimal, optimal_model, scratch_len, Slot};
 pub use overlap::{gap_scratch_len, overlap, overlap_model, Overlap};
+#[cfg(any(not(CONFIG_RUST), CONFIG_SPIN_KUNIT_TEST))]
 pub use released::released;
 pub use runs::{Run, Runs, RunsBuilder, RunsError};
 pub use schedule::{
