@@ -13,6 +13,11 @@
  * returns to its starting size when the buffer is freed (no page stays
  * pinned). The debug kernel's log check catches oopses and KASAN/lockdep
  * reports on the error paths.
+ *
+ * A writeback error behind a P2P leg (p2p mode writes dirty pages back
+ * before the device reads them) must stay visible: the read is served from
+ * the page cache, as a plain buffered read would be, and the next fsync()
+ * reports EIO (review #17, item 9).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -191,6 +196,54 @@ static void run(struct fs *fs, uint8_t *gmem)
 	close(fd);
 }
 
+/*
+ * A P2P leg over dirty pages whose writeback fails: the read returns the
+ * page cache's (newer) bytes and fsync() reports the error once.
+ */
+static void writeback_error(struct fs *fs, uint8_t *gmem)
+{
+	const size_t len = 16 * KiB;
+	long long ioerr0 = spin_stat_get(fs->stat, "fallback_io_error"), ioerr1;
+	char path[PATH_MAX], why[256] = "";
+	int fd, r1, r2, e1, wrong;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/wb", fs->dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	spin_pattern_fill(host, 0, len, fs->seed + 1000);
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd))
+		ksft_exit_fail_msg("%s: %s: %s\n", fs->name, path, strerror(errno));
+	spin_pattern_fill(host, 0, len, fs->seed + 2000);
+	/* Nothing else dirty: the one failing bio is the writeback of these pages. */
+	if (syncfs(fd) || pwrite(fd, host, len, 0) != (ssize_t)len ||
+	    spin_write_file("/sys/kernel/spin/mode", "p2p"))
+		ksft_exit_fail_msg("%s: %s: %s\n", fs->name, path, strerror(errno));
+	/* Exactly one bio fails: the writeback of the four dirty pages. */
+	spin_write_file(FAIL_DIR "/verbose", "0");
+	spin_write_file(FAIL_DIR "/interval", "1");
+	spin_write_file(FAIL_DIR "/space", "0");
+	spin_write_file(FAIL_DIR "/times", "1");
+	spin_write_file(FAIL_DIR "/probability", "100");
+	spin_write_file(fail_disk, "1");
+	n = pread(fd, gmem, len, 0);
+	faults(0);
+	spin_write_file("/sys/kernel/spin/mode", "auto");
+	ioerr1 = spin_stat_get(fs->stat, "fallback_io_error");
+	wrong = n != (ssize_t)len ||
+		spin_gpu_check(gpu, gmem, len, fs->seed + 2000, 0, why, sizeof(why));
+	ksft_test_result(!wrong && ioerr1 == ioerr0 + 1,
+			 "%s: a P2P leg whose writeback fails is served from the page cache: %zd bytes%s%s (fallback_io_error +%lld)\n",
+			 fs->name, n, wrong ? ", wrong: " : ", the written ones", wrong ? why : "",
+			 ioerr1 - ioerr0);
+	r1 = fsync(fd);
+	e1 = errno;
+	r2 = fsync(fd);
+	ksft_test_result(r1 == -1 && e1 == EIO && r2 == 0,
+			 "%s: the writeback error stays visible: fsync %s, then %s\n", fs->name,
+			 r1 ? strerror(e1) : "succeeded", r2 ? strerror(errno) : "succeeds");
+	close(fd);
+}
+
 int main(void)
 {
 	struct fs all[] = {
@@ -205,7 +258,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 4 + 1);
+	ksft_set_plan(ARRAY_SIZE(all) * 6 + 1);
 	if (access(FAIL_DIR, F_OK))
 		ksft_exit_fail_msg("%s is missing: a kernel without FAIL_MAKE_REQUEST\n", FAIL_DIR);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
@@ -219,6 +272,8 @@ int main(void)
 
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
 		fs_setup(&all[i]);
+		/* First: the faults of run() may turn the filesystem read-only. */
+		writeback_error(&all[i], gmem);
 		run(&all[i], gmem);
 		faults(0);
 		mounted = NULL;
