@@ -120,7 +120,7 @@ loff_t spin_file_size(struct file *file);
 loff_t spin_write_limit(struct file *file);
 
 struct spin_aio_batch;
-struct spin_aio_batch *spin_aio_batch_alloc(unsigned int n);
+struct spin_aio_batch *spin_aio_batch_alloc(unsigned int n, bool sync);
 void spin_aio_start(struct spin_aio_batch *batch, unsigned int idx,
 		    struct kiocb *orig, loff_t pos, unsigned long addr,
 		    size_t len);
@@ -140,6 +140,8 @@ void spin_aio_batch_free(struct spin_aio_batch *batch);
  * @stacked: the disk is built on other block devices (md, dm): @client is
  *           %NULL and spin_file_members() lists the disks under it
  * @generation: bd_holder_generation() when @stacked was found
+ * @reads_exclude_writes: the filesystem's buffered reads exclude buffered
+ *                        writers (XFS): asynchronous P2P legs would not
  */
 struct spin_file_info {
 	dev_t devt;
@@ -150,6 +152,7 @@ struct spin_file_info {
 	unsigned long disk_id;
 	bool stacked;
 	u64 generation;
+	bool reads_exclude_writes;
 };
 
 int spin_file_check(struct file *file, struct spin_file_info *info);
@@ -227,19 +230,9 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 			 size_t len, struct spin_ra_window *win);
 unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 			     struct spin_ra_folio *out, unsigned int max);
-void spin_trace_readahead(dev_t devt, u64 ino, pgoff_t start,
-			  unsigned long nr, u32 admitted, u32 evicted);
 int spin_sysfs_init(void);
 bool spin_should_fail_plan(void);
 
-void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
-		      const char *mode, const char *reason, dev_t member,
-		      u64 bytes_pc, u64 bytes_p2p, u32 segs);
-void spin_trace_segment(dev_t devt, u64 ino, loff_t pos, size_t len,
-			bool p2p);
-void spin_trace_route_write(dev_t devt, u64 ino, loff_t pos, size_t len,
-			    const char *mode, const char *reason, dev_t member,
-			    u64 bytes_pc, u64 bytes_p2p, u32 segs);
 
 /* Implemented in Rust: the sysfs files of spin. */
 ssize_t spin_rust_sysfs_show(dev_t devt, unsigned long disk_id,
@@ -259,6 +252,7 @@ enum spin_sysfs_attr {
 	SPIN_ATTR_BW_PC,
 	SPIN_ATTR_RA_PARTITION,
 	SPIN_ATTR_P2P,
+	SPIN_ATTR_ATOMIC_READS,
 };
 
 extern const struct attribute_group spin_disk_attr_group;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Thin C helpers of the spin router: the static key, the tracepoints, the
- * sysfs tables and the few inline-heavy VFS operations. Policy and state live
- * in Rust (rust/spin/router); every function here does one mechanical thing.
+ * Thin C helpers of the spin router: the static key, the tracepoints (defined
+ * here, emitted from Rust with declare_trace!), the sysfs tables and the few
+ * inline-heavy VFS operations. Policy and state live in Rust
+ * (rust/spin/router); every function here does one mechanical thing.
  * See Documentation/spin/router.rst.
  */
 
@@ -26,6 +27,7 @@
 #include <linux/uio.h>
 
 #define CREATE_TRACE_POINTS
+#define CREATE_RUST_TRACE_POINTS
 #include <trace/events/spin.h>
 
 DEFINE_STATIC_KEY_FALSE(spin_route_key);
@@ -419,6 +421,7 @@ struct spin_aio {
 };
 
 struct spin_aio_batch {
+	bool sync;
 	unsigned int n;
 	struct spin_aio aio[] __counted_by(n);
 };
@@ -426,16 +429,20 @@ struct spin_aio_batch {
 /**
  * spin_aio_batch_alloc - room for @n P2P legs in flight
  * @n: number of legs, at least one
+ * @sync: issue the legs synchronously: spin_aio_start() returns when the
+ *        leg is done, and the filesystem holds its locks for the whole I/O
  *
  * Return: the batch, or %NULL if out of memory.
  */
-struct spin_aio_batch *spin_aio_batch_alloc(unsigned int n)
+struct spin_aio_batch *spin_aio_batch_alloc(unsigned int n, bool sync)
 {
 	struct spin_aio_batch *batch;
 
 	batch = kvzalloc(struct_size(batch, aio, n), GFP_KERNEL);
-	if (batch)
+	if (batch) {
 		batch->n = n;
+		batch->sync = sync;
+	}
 	return batch;
 }
 
@@ -467,7 +474,9 @@ static void spin_aio_complete(struct kiocb *iocb, long res)
  *
  * The filesystem's direct read path pins the destination and submits the
  * bios before it returns, holding its locks only for that time, so the CPU
- * can copy the page-cache legs while the device transfers. Call
+ * can copy the page-cache legs while the device transfers. In a batch made
+ * synchronous, the leg is a synchronous direct read: it returns when done,
+ * under the filesystem's locks throughout. Call
  * spin_aio_wait() for every started leg before the batch is freed and before
  * the request returns: the request's file reference covers the I/O.
  */
@@ -484,7 +493,7 @@ void spin_aio_start(struct spin_aio_batch *batch, unsigned int idx,
 	aio->iocb.ki_pos = pos;
 	aio->iocb.ki_flags = (orig->ki_flags | IOCB_DIRECT) &
 			     ~(IOCB_HIPRI | IOCB_WAITQ);
-	aio->iocb.ki_complete = spin_aio_complete;
+	aio->iocb.ki_complete = batch->sync ? NULL : spin_aio_complete;
 	init_completion(&aio->done);
 	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
 	ret = file->f_op->read_iter(&aio->iocb, &iter);
@@ -586,6 +595,12 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
 	info->mem_align = max(stat.dio_mem_align, bdev_dma_alignment(bdev) + 1);
 	info->generation = bd_holder_generation();
 	info->stacked = spin_disk_stacked(bdev->bd_disk);
+	/*
+	 * XFS's buffered reads hold the IOLOCK shared, excluding buffered
+	 * writers for the whole read; an asynchronous direct read drops it
+	 * once submitted.
+	 */
+	info->reads_exclude_writes = !strcmp(inode->i_sb->s_type->name, "xfs");
 	if (!info->stacked)
 		info->client = spin_disk_pci_dev(bdev->bd_disk);
 	return SPIN_FALLBACK_NONE;
@@ -714,34 +729,6 @@ unsigned int spin_p2p_providers(struct pci_dev **out, unsigned int max)
 	return n;
 }
 
-void spin_trace_route(dev_t devt, u64 ino, loff_t pos, size_t len,
-		      const char *mode, const char *reason, dev_t member,
-		      u64 bytes_pc, u64 bytes_p2p, u32 segs)
-{
-	trace_spin_route(devt, ino, pos, len, mode, reason, member, bytes_pc,
-			 bytes_p2p, segs);
-}
-
-void spin_trace_segment(dev_t devt, u64 ino, loff_t pos, size_t len,
-			bool p2p)
-{
-	trace_spin_route_segment(devt, ino, pos, len, p2p);
-}
-
-void spin_trace_route_write(dev_t devt, u64 ino, loff_t pos, size_t len,
-			    const char *mode, const char *reason, dev_t member,
-			    u64 bytes_pc, u64 bytes_p2p, u32 segs)
-{
-	trace_spin_route_write(devt, ino, pos, len, mode, reason, member,
-			       bytes_pc, bytes_p2p, segs);
-}
-
-void spin_trace_readahead(dev_t devt, u64 ino, pgoff_t start,
-			  unsigned long nr, u32 admitted, u32 evicted)
-{
-	trace_spin_readahead(devt, ino, start, nr, admitted, evicted);
-}
-
 /**
  * spin_disk_release - a disk is released (block/genhd.c, disk_release())
  * @disk: the disk
@@ -856,10 +843,16 @@ static struct spin_kobj_attr spin_kobj_attr_ra_partition = {
 	.nr = SPIN_ATTR_RA_PARTITION,
 };
 
+static struct spin_kobj_attr spin_kobj_attr_atomic_reads = {
+	.attr = __ATTR(atomic_reads, 0644, spin_kobj_show, spin_kobj_store),
+	.nr = SPIN_ATTR_ATOMIC_READS,
+};
+
 static struct attribute *spin_kobj_attrs[] = {
 	&spin_kobj_attr_mode.attr.attr,
 	&spin_kobj_attr_stat.attr.attr,
 	&spin_kobj_attr_ra_partition.attr.attr,
+	&spin_kobj_attr_atomic_reads.attr.attr,
 	NULL,
 };
 

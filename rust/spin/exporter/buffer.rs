@@ -10,9 +10,9 @@
 
 use super::{policy, provider::Provider};
 use kernel::{
+    bindings,
     dma::DataDirection,
     dma_buf::{self, Attachment, DmaBuf, Fault, SgTableMapping},
-    bindings,
     mm::{
         virt::{VmaMixedMap, VmaNew, VmaRef},
         Mm,

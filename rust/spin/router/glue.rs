@@ -6,7 +6,7 @@
 //! Every `unsafe` block of the router is in this file.
 
 use crate::sched::readahead::Stream;
-use kernel::{bindings, pci, prelude::*, sync::aref::ARef};
+use kernel::{bindings, pci, prelude::*, sync::aref::ARef, tracepoint::declare_trace};
 
 use core::ptr::NonNull;
 
@@ -129,6 +129,9 @@ pub(crate) struct FileInfo {
     pub(crate) member: u32,
     /// The disk's identity (see `state::DiskKey`).
     pub(crate) disk_id: usize,
+    /// The filesystem's buffered reads exclude buffered writers (XFS): only synchronous P2P
+    /// legs keep that.
+    pub(crate) reads_exclude_writes: bool,
 }
 
 impl FileInfo {
@@ -523,6 +526,7 @@ impl Request<'_> {
                 generation: raw.generation,
                 member: 0,
                 disk_id: raw.disk_id as usize,
+                reads_exclude_writes: raw.reads_exclude_writes,
             },
         )
     }
@@ -615,10 +619,10 @@ pub(crate) fn evict_dropbehind(pfn: usize, mapping: usize, index: u64) -> Evict 
 pub(crate) fn trace_readahead(info: &FileInfo, win: &RaWindow, admitted: u32, evicted: u32) {
     // SAFETY: Plain values.
     unsafe {
-        bindings::spin_trace_readahead(
+        spin_readahead(
             info.devt,
             info.ino,
-            win.start as usize,
+            win.start as c_ulong,
             win.nr as c_ulong,
             admitted,
             evicted,
@@ -645,12 +649,16 @@ pub(crate) struct AioBatch<'r, 'a> {
 
 /// Runs `f` with room for `n` P2P legs of `req` in flight, then waits for every leg `f` started
 /// and did not wait for. Fails, without calling `f`, if the room cannot be allocated.
+///
+/// With `sync`, every leg is a synchronous direct read, done when [`AioBatch::start`] returns,
+/// under the filesystem's locks for the whole I/O.
 pub(crate) fn with_aio<'r, 'a, R>(
     req: &'r Request<'a>,
     n: usize,
+    sync: bool,
     f: impl FnOnce(&mut AioBatch<'r, 'a>) -> R,
 ) -> Result<R> {
-    let mut batch = AioBatch::new(req, n)?;
+    let mut batch = AioBatch::new(req, n, sync)?;
     let r = f(&mut batch);
     batch.wait_all();
     Ok(r)
@@ -658,11 +666,12 @@ pub(crate) fn with_aio<'r, 'a, R>(
 
 impl<'r, 'a> AioBatch<'r, 'a> {
     /// Room for `n` legs of `req`; only [`with_aio`] creates batches.
-    fn new(req: &'r Request<'a>, n: usize) -> Result<Self> {
+    fn new(req: &'r Request<'a>, n: usize, sync: bool) -> Result<Self> {
         let slots = u32::try_from(n).map_err(|_| EINVAL)?;
         let started = KVVec::from_elem(false, n, GFP_KERNEL)?;
         // SAFETY: No preconditions.
-        let batch = NonNull::new(unsafe { bindings::spin_aio_batch_alloc(slots) }).ok_or(ENOMEM)?;
+        let batch =
+            NonNull::new(unsafe { bindings::spin_aio_batch_alloc(slots, sync) }).ok_or(ENOMEM)?;
         Ok(Self {
             req,
             batch,
@@ -767,6 +776,32 @@ impl Iterator for Segments<'_, '_> {
     }
 }
 
+declare_trace! {
+    /// # Safety
+    ///
+    /// `mode` and `reason` are NUL-terminated strings that outlive the call.
+    unsafe fn spin_route(devt: bindings::dev_t, ino: u64, pos: bindings::loff_t, len: usize,
+                         mode: *const c_char, reason: *const c_char, member: bindings::dev_t,
+                         bytes_pc: u64, bytes_p2p: u64, segs: u32);
+    /// # Safety
+    ///
+    /// As [`spin_route`].
+    unsafe fn spin_route_write(devt: bindings::dev_t, ino: u64, pos: bindings::loff_t,
+                               len: usize, mode: *const c_char, reason: *const c_char,
+                               member: bindings::dev_t, bytes_pc: u64, bytes_p2p: u64,
+                               segs: u32);
+    /// # Safety
+    ///
+    /// None: plain values.
+    unsafe fn spin_route_segment(devt: bindings::dev_t, ino: u64, pos: bindings::loff_t,
+                                 len: usize, p2p: bool);
+    /// # Safety
+    ///
+    /// None: plain values.
+    unsafe fn spin_readahead(devt: bindings::dev_t, ino: u64, start: c_ulong, nr: c_ulong,
+                             admitted: u32, evicted: u32);
+}
+
 /// Emits the `spin_route` tracepoint, or `spin_route_write` for a write.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn trace_route(
@@ -780,32 +815,46 @@ pub(crate) fn trace_route(
     bytes_p2p: u64,
     segs: u32,
 ) {
-    let emit = if write {
-        bindings::spin_trace_route_write
+    let (mode, reason) = (mode.as_char_ptr(), reason.name().as_char_ptr());
+    if write {
+        // SAFETY: Plain values and NUL-terminated static strings.
+        unsafe {
+            spin_route_write(
+                info.devt,
+                info.ino,
+                pos,
+                len,
+                mode,
+                reason,
+                info.member,
+                bytes_pc,
+                bytes_p2p,
+                segs,
+            )
+        };
     } else {
-        bindings::spin_trace_route
-    };
-    // SAFETY: Plain values and NUL-terminated static strings.
-    unsafe {
-        emit(
-            info.devt,
-            info.ino,
-            pos,
-            len,
-            mode.as_char_ptr(),
-            reason.name().as_char_ptr(),
-            info.member,
-            bytes_pc,
-            bytes_p2p,
-            segs,
-        )
-    };
+        // SAFETY: Plain values and NUL-terminated static strings.
+        unsafe {
+            spin_route(
+                info.devt,
+                info.ino,
+                pos,
+                len,
+                mode,
+                reason,
+                info.member,
+                bytes_pc,
+                bytes_p2p,
+                segs,
+            )
+        };
+    }
 }
 
 /// Emits the `spin_route_segment` tracepoint.
 pub(crate) fn trace_segment(info: &FileInfo, pos: i64, len: usize, p2p: bool) {
     // SAFETY: Plain values.
-    unsafe { bindings::spin_trace_segment(info.devt, info.ino, pos, len, p2p) };
+    unsafe { spin_route_segment(info.devt, info.ino, pos, len, p2p) };
 }
 
 /// The p2pdma provider of the page mapped at `addr` in the mm whose `mmap_lock` `mmap` holds,

@@ -36,7 +36,7 @@ use crate::sched::{
     plan::{self, Leg},
     Path, RunsBuilder, Segment, Slot,
 };
-use glue::{Fallback, FileInfo, RaWindow, Request, RouteKey, Routable};
+use glue::{Fallback, FileInfo, RaWindow, Request, Routable, RouteKey};
 use kernel::{
     bindings, device,
     mm::{
@@ -525,11 +525,15 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
     if p2p_legs == 0 {
         return execute(ctx, pos, addr, legs, &mut outcome, None);
     }
+    // On a filesystem whose buffered reads exclude buffered writers (XFS), P2P legs are
+    // synchronous (under its lock for the whole I/O) unless `atomic_reads` is off: a page
+    // written during the read then comes back whole, as without spin.
+    let sync = ctx.info.reads_exclude_writes && state::atomic_reads();
     let req = ctx.req;
     let run = |batch: &mut glue::AioBatch<'_, '_>| {
         execute(ctx, pos, addr, legs, &mut outcome, Some(batch))
     };
-    match glue::with_aio(req, p2p_legs, run) {
+    match glue::with_aio(req, p2p_legs, sync, run) {
         Ok(r) => r,
         Err(_) => {
             ctx.account.internal();

@@ -59,6 +59,16 @@ pub(crate) fn mode() -> Mode {
         .unwrap_or(Mode::Auto)
 }
 
+/// `/sys/kernel/spin/atomic_reads`: 1 (the default) keeps the read/write exclusion of
+/// filesystems whose buffered reads exclude buffered writers (XFS) by issuing their P2P legs
+/// synchronously; 0 keeps them asynchronous (overlapped with the copies), as elsewhere.
+static ATOMIC_READS: Atomic<i32> = Atomic::new(1);
+
+/// Whether P2P legs keep a filesystem's read/write exclusion (see [`ATOMIC_READS`]).
+pub(crate) fn atomic_reads() -> bool {
+    ATOMIC_READS.load(Relaxed) != 0
+}
+
 /// Counters of one direction of routed requests: reads into GPU memory or writes from it.
 struct Flow {
     requests: Atomic<u64>,
@@ -568,6 +578,9 @@ fn show(key: DiskKey, attr: u32, f: &mut Formatter<'_>) -> Result {
         bindings::spin_sysfs_attr_SPIN_ATTR_RA_PARTITION if devt == 0 => {
             writeln!(f, "{}", super::readahead::limit()).map_err(fmt_err)
         }
+        bindings::spin_sysfs_attr_SPIN_ATTR_ATOMIC_READS if devt == 0 => {
+            writeln!(f, "{}", u8::from(atomic_reads())).map_err(fmt_err)
+        }
         bindings::spin_sysfs_attr_SPIN_ATTR_STAT => {
             let disks = DISKS.lock();
             match disks.get(&key) {
@@ -598,6 +611,15 @@ fn store(key: DiskKey, attr: u32, input: &[u8]) -> Result {
     if key.devt == 0 {
         if attr == bindings::spin_sysfs_attr_SPIN_ATTR_RA_PARTITION {
             return super::readahead::set_limit(parse_u64(input)?);
+        }
+        if attr == bindings::spin_sysfs_attr_SPIN_ATTR_ATOMIC_READS {
+            let v = match parse_u64(input)? {
+                0 => 0,
+                1 => 1,
+                _ => return Err(EINVAL),
+            };
+            ATOMIC_READS.store(v, Relaxed);
+            return Ok(());
         }
         if attr != bindings::spin_sysfs_attr_SPIN_ATTR_MODE {
             return Err(EINVAL);
