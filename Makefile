@@ -24,7 +24,7 @@ export BUILD KSRC KOBJ
 # VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router bench-writer bench-uring bench-stack series series-check export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-writer bench-uring bench-stack bench-atomic series series-check export clean \
 	distclean
 
 help:
@@ -157,6 +157,19 @@ bench-stack: tree
 	grep -v '^@@' $(STACK_OUT)/results.log | tr -d '\r' > $(STACK_OUT)/summary.md; \
 	echo "[bench] report: $(STACK_OUT)/summary.md"; \
 	if grep -q '^not ok' $(STACK_OUT)/summary.md; then rc=1; fi; exit $$rc
+
+## bench-atomic: XFS reads into GPU memory, synchronous P2P legs (atomic_reads 1) vs asynchronous (#13)
+# Same throttled drives as bench-router. ATOMIC_BENCH_ARGS adds atomic_bench.* options.
+ATOMIC_OUT := $(BUILD)/bench-atomic
+bench-atomic: tree
+	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(PY) $(SCRIPTS)/vm.py --mode bench \
+		--bench atomic_bench --out $(ATOMIC_OUT) \
+		--bps $${SPIN_VM_BPS:-$(ROUTER_BPS)} --iops $${SPIN_VM_IOPS:-$(ROUTER_IOPS)} \
+		--timeout $${SPIN_VM_TIMEOUT:-1800} --append "atomic_bench.bps=$${SPIN_VM_BPS:-$(ROUTER_BPS)} \
+		atomic_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(ATOMIC_BENCH_ARGS)"' || rc=$$?; \
+	grep -v '^@@' $(ATOMIC_OUT)/results.log | tr -d '\r' > $(ATOMIC_OUT)/summary.md; \
+	echo "[bench] report: $(ATOMIC_OUT)/summary.md"; \
+	if grep -q '^not ok' $(ATOMIC_OUT)/summary.md; then rc=1; fi; exit $$rc
 
 ## series: emit the patch series with a cover letter into build/series
 series: tree
