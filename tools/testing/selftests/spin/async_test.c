@@ -51,133 +51,6 @@ static size_t raw_len;
 static char gpu[PATH_MAX];
 static uint8_t *gmem, *host;
 
-/* ---- a minimal io_uring ------------------------------------------------- */
-
-struct ring {
-	int fd;
-	unsigned int *sq_head, *sq_tail, *sq_mask, *sq_array;
-	unsigned int *cq_head, *cq_tail, *cq_mask;
-	uint8_t *sqes, *cqes;
-	size_t sqe_size, cqe_size;
-	unsigned int entries;
-};
-
-static int ring_init(struct ring *r, unsigned int entries, unsigned int flags)
-{
-	struct io_uring_params p = { .flags = flags };
-	size_t sq_len, cq_len;
-	uint8_t *sq, *cq;
-
-	r->fd = syscall(__NR_io_uring_setup, entries, &p);
-	if (r->fd < 0)
-		return -1;
-	r->sqe_size = flags & IORING_SETUP_SQE128 ? 128 : 64;
-	r->cqe_size = flags & IORING_SETUP_CQE32 ? 32 : 16;
-	r->entries = p.sq_entries;
-	sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned int);
-	cq_len = p.cq_off.cqes + p.cq_entries * r->cqe_size;
-	if (p.features & IORING_FEAT_SINGLE_MMAP) {
-		sq_len = sq_len > cq_len ? sq_len : cq_len;
-		cq_len = sq_len;
-	}
-	sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
-		  IORING_OFF_SQ_RING);
-	if (sq == MAP_FAILED)
-		return -1;
-	cq = sq;
-	if (!(p.features & IORING_FEAT_SINGLE_MMAP)) {
-		cq = mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
-			  IORING_OFF_CQ_RING);
-		if (cq == MAP_FAILED)
-			return -1;
-	}
-	r->sqes = mmap(NULL, p.sq_entries * r->sqe_size, PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
-	if (r->sqes == MAP_FAILED)
-		return -1;
-	r->sq_head = (void *)(sq + p.sq_off.head);
-	r->sq_tail = (void *)(sq + p.sq_off.tail);
-	r->sq_mask = (void *)(sq + p.sq_off.ring_mask);
-	r->sq_array = (void *)(sq + p.sq_off.array);
-	r->cq_head = (void *)(cq + p.cq_off.head);
-	r->cq_tail = (void *)(cq + p.cq_off.tail);
-	r->cq_mask = (void *)(cq + p.cq_off.ring_mask);
-	r->cqes = cq + p.cq_off.cqes;
-	return 0;
-}
-
-/* The next free SQE, zeroed; the caller fills it and then calls ring_run(). */
-static struct io_uring_sqe *ring_sqe(struct ring *r, unsigned int nth)
-{
-	unsigned int tail = *r->sq_tail + nth, idx = tail & *r->sq_mask;
-	struct io_uring_sqe *sqe = (void *)(r->sqes + idx * r->sqe_size);
-
-	memset(sqe, 0, r->sqe_size);
-	r->sq_array[idx] = idx;
-	sqe->user_data = nth;
-	return sqe;
-}
-
-/* Submits @n prepared SQEs, waits for all, stores each result by user_data in @res. */
-static int ring_run(struct ring *r, unsigned int n, int *res)
-{
-	unsigned int got = 0;
-
-	atomic_store_explicit((_Atomic unsigned int *)r->sq_tail, *r->sq_tail + n,
-			      memory_order_release);
-	if (syscall(__NR_io_uring_enter, r->fd, n, n, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
-		return -1;
-	while (got < n) {
-		unsigned int head = *r->cq_head;
-		unsigned int tail = atomic_load_explicit((_Atomic unsigned int *)r->cq_tail,
-							 memory_order_acquire);
-
-		if (head == tail) {
-			if (syscall(__NR_io_uring_enter, r->fd, 0, 1, IORING_ENTER_GETEVENTS,
-				    NULL, 0) < 0)
-				return -1;
-			continue;
-		}
-		for (; head != tail; head++, got++) {
-			struct io_uring_cqe *cqe =
-				(void *)(r->cqes + (head & *r->cq_mask) * r->cqe_size);
-
-			if (cqe->user_data < n)
-				res[cqe->user_data] = cqe->res;
-		}
-		atomic_store_explicit((_Atomic unsigned int *)r->cq_head, head,
-				      memory_order_release);
-	}
-	return 0;
-}
-
-static void ring_exit(struct ring *r)
-{
-	close(r->fd);
-}
-
-/* ---- aio ------------------------------------------------------------------ */
-
-/* Submits one iocb and waits for it; returns its result or -errno. */
-static long long aio_one(struct iocb *cb)
-{
-	aio_context_t ctx = 0;
-	struct iocb *cbs[1] = { cb };
-	struct io_event ev;
-	long long ret;
-
-	if (syscall(__NR_io_setup, 4, &ctx))
-		return -errno;
-	if (syscall(__NR_io_submit, ctx, 1, cbs) != 1)
-		ret = -errno;
-	else if (syscall(__NR_io_getevents, ctx, 1, 1, &ev, NULL) != 1)
-		ret = -errno;
-	else
-		ret = ev.res;
-	syscall(__NR_io_destroy, ctx);
-	return ret;
-}
-
 /* ---- helpers -------------------------------------------------------------- */
 
 static int uncache(void)
@@ -265,21 +138,21 @@ static long long submit(int uring, enum op op, int fd)
 	struct io_uring_sqe *sqe;
 	int res = -EIO;
 	long long ret;
-	struct ring r;
+	struct spin_ring r;
 
 	if (!uring)
-		return aio_one(&cb);
-	if (ring_init(&r, 4, 0))
+		return spin_aio_one(&cb);
+	if (spin_ring_init(&r, 4, 0))
 		return -errno;
-	sqe = ring_sqe(&r, 0);
+	sqe = spin_ring_sqe(&r, 0);
 	sqe->opcode = vec ? (write ? IORING_OP_WRITEV : IORING_OP_READV) :
 			    (write ? IORING_OP_WRITE : IORING_OP_READ);
 	sqe->fd = fd;
 	sqe->off = POS;
 	sqe->addr = cb.aio_buf;
 	sqe->len = cb.aio_nbytes;
-	ret = ring_run(&r, 1, &res) ? -errno : res;
-	ring_exit(&r);
+	ret = spin_ring_run(&r, 1, &res) ? -errno : res;
+	spin_ring_exit(&r);
 	return ret;
 }
 
@@ -337,9 +210,9 @@ static void test_uring_depth(struct fs *fs)
 	int res[8], fd = fresh_file(fs), ok = fd >= 0;
 	char why[256] = "ok";
 	long long p0, p1;
-	struct ring r;
+	struct spin_ring r;
 
-	if (ok && ring_init(&r, 8, 0)) {
+	if (ok && spin_ring_init(&r, 8, 0)) {
 		snprintf(why, sizeof(why), "io_uring_setup: %s", strerror(errno));
 		close(fd);
 		fd = -1;
@@ -347,7 +220,7 @@ static void test_uring_depth(struct fs *fs)
 	}
 	p0 = spin_stat_get(fs->stat, "bytes_p2p");
 	for (int i = 0; ok && i < 8; i++) {
-		struct io_uring_sqe *sqe = ring_sqe(&r, i);
+		struct io_uring_sqe *sqe = spin_ring_sqe(&r, i);
 		uint64_t pos = POS + i * (MiB + 4096 + 3);
 
 		sqe->opcode = IORING_OP_READ;
@@ -357,7 +230,7 @@ static void test_uring_depth(struct fs *fs)
 		sqe->len = MiB;
 		res[i] = -EIO;
 	}
-	if (ok && ring_run(&r, 8, res)) {
+	if (ok && spin_ring_run(&r, 8, res)) {
 		snprintf(why, sizeof(why), "io_uring_enter: %s", strerror(errno));
 		ok = 0;
 	}
@@ -380,7 +253,7 @@ static void test_uring_depth(struct fs *fs)
 	ksft_test_result(ok, "%s: io_uring, 8 reads into GPU memory in flight (%s)\n", fs->name,
 			 why);
 	if (fd >= 0) {
-		ring_exit(&r);
+		spin_ring_exit(&r);
 		close(fd);
 	}
 }
@@ -409,7 +282,7 @@ static int passthru(int fd, int ng, unsigned int nsid, unsigned int lbs, int wri
 	struct nvme_uring_cmd *uc;
 	struct io_uring_sqe *sqe;
 	int ret, res = -EIO;
-	struct ring r;
+	struct spin_ring r;
 
 	if (ng < 0) {
 		ret = ioctl(fd, NVME_IOCTL_IO64_CMD, &c);
@@ -418,11 +291,11 @@ static int passthru(int fd, int ng, unsigned int nsid, unsigned int lbs, int wri
 				 ret < 0 ? strerror(errno) : "NVMe status");
 		return ret ? -1 : 0;
 	}
-	if (ring_init(&r, 4, IORING_SETUP_SQE128 | IORING_SETUP_CQE32)) {
+	if (spin_ring_init(&r, 4, IORING_SETUP_SQE128 | IORING_SETUP_CQE32)) {
 		snprintf(why, wl, "io_uring_setup: %s", strerror(errno));
 		return -1;
 	}
-	sqe = ring_sqe(&r, 0);
+	sqe = spin_ring_sqe(&r, 0);
 	sqe->opcode = IORING_OP_URING_CMD;
 	sqe->fd = ng;
 	sqe->cmd_op = NVME_URING_CMD_IO;
@@ -434,11 +307,11 @@ static int passthru(int fd, int ng, unsigned int nsid, unsigned int lbs, int wri
 	uc->cdw10 = c.cdw10;
 	uc->cdw11 = c.cdw11;
 	uc->cdw12 = c.cdw12;
-	ret = ring_run(&r, 1, &res) || res;
+	ret = spin_ring_run(&r, 1, &res) || res;
 	if (ret)
 		snprintf(why, wl, "URING_CMD: %d (%s)", res,
 			 res < 0 ? strerror(-res) : "NVMe status");
-	ring_exit(&r);
+	spin_ring_exit(&r);
 	return ret ? -1 : 0;
 }
 

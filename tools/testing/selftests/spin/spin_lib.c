@@ -10,17 +10,22 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 #include <linux/dma-heap.h>
+#include <linux/io_uring.h>
+#include <linux/aio_abi.h>
 
 #include "spin_lib.h"
 
@@ -338,13 +343,17 @@ int spin_agent_open(void)
 	return 0;
 }
 
-/* Send one request line, read one answer line into @reply. 0 if it starts with OK/PONG. */
+/*
+ * Send one request line, read one answer line into @reply. 0 if it starts with OK/PONG.
+ * Processes (and threads) that share the agent take turns: each call locks a file of its own
+ * open (a lock on the tty itself would be shared by the processes forked with it).
+ */
 int spin_agent(char *reply, size_t len, const char *fmt, ...)
 {
 	char line[256];
 	size_t n = 0;
 	va_list ap;
-	int m;
+	int m, lock, ret = 0;
 
 	if (spin_agent_open())
 		return -ENODEV;
@@ -352,19 +361,30 @@ int spin_agent(char *reply, size_t len, const char *fmt, ...)
 	m = vsnprintf(line, sizeof(line) - 1, fmt, ap);
 	va_end(ap);
 	line[m++] = '\n';
-	if (write(agent_fd, line, m) != m)
+	lock = open("/tmp/.spin-agent.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX)) {
+		if (lock >= 0)
+			close(lock);
 		return -EIO;
-	while (n + 1 < len) {
+	}
+	if (write(agent_fd, line, m) != m)
+		ret = -EIO;
+	while (!ret && n + 1 < len) {
 		char c;
 
-		if (read(agent_fd, &c, 1) != 1)
-			return -EIO;
+		if (read(agent_fd, &c, 1) != 1) {
+			ret = -EIO;
+			break;
+		}
 		if (c == '\n')
 			break;
 		if (c != '\r')
 			reply[n++] = c;
 	}
+	close(lock);
 	reply[n] = '\0';
+	if (ret)
+		return ret;
 	return strncmp(reply, "OK", 2) && strncmp(reply, "PONG", 4) ? -EINVAL : 0;
 }
 
@@ -634,4 +654,122 @@ void *spin_gpu_buffer(const char *pcidir, size_t len, int *heap, int *buf)
 		return MAP_FAILED;
 	}
 	return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *buf, 0);
+}
+
+/* ---- a minimal io_uring ------------------------------------------------- */
+
+int spin_ring_init(struct spin_ring *r, unsigned int entries, unsigned int flags)
+{
+	struct io_uring_params p = { .flags = flags };
+	size_t sq_len, cq_len;
+	uint8_t *sq, *cq;
+
+	r->fd = syscall(__NR_io_uring_setup, entries, &p);
+	if (r->fd < 0)
+		return -1;
+	r->sqe_size = flags & IORING_SETUP_SQE128 ? 128 : 64;
+	r->cqe_size = flags & IORING_SETUP_CQE32 ? 32 : 16;
+	r->entries = p.sq_entries;
+	sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned int);
+	cq_len = p.cq_off.cqes + p.cq_entries * r->cqe_size;
+	if (p.features & IORING_FEAT_SINGLE_MMAP) {
+		sq_len = sq_len > cq_len ? sq_len : cq_len;
+		cq_len = sq_len;
+	}
+	sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+		  IORING_OFF_SQ_RING);
+	if (sq == MAP_FAILED)
+		return -1;
+	cq = sq;
+	if (!(p.features & IORING_FEAT_SINGLE_MMAP)) {
+		cq = mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+			  IORING_OFF_CQ_RING);
+		if (cq == MAP_FAILED)
+			return -1;
+	}
+	r->sqes = mmap(NULL, p.sq_entries * r->sqe_size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+	if (r->sqes == MAP_FAILED)
+		return -1;
+	r->sq_head = (void *)(sq + p.sq_off.head);
+	r->sq_tail = (void *)(sq + p.sq_off.tail);
+	r->sq_mask = (void *)(sq + p.sq_off.ring_mask);
+	r->sq_array = (void *)(sq + p.sq_off.array);
+	r->cq_head = (void *)(cq + p.cq_off.head);
+	r->cq_tail = (void *)(cq + p.cq_off.tail);
+	r->cq_mask = (void *)(cq + p.cq_off.ring_mask);
+	r->cqes = cq + p.cq_off.cqes;
+	return 0;
+}
+
+/* The next free SQE, zeroed; the caller fills it and then calls spin_ring_run(). */
+struct io_uring_sqe *spin_ring_sqe(struct spin_ring *r, unsigned int nth)
+{
+	unsigned int tail = *r->sq_tail + nth, idx = tail & *r->sq_mask;
+	struct io_uring_sqe *sqe = (void *)(r->sqes + idx * r->sqe_size);
+
+	memset(sqe, 0, r->sqe_size);
+	r->sq_array[idx] = idx;
+	sqe->user_data = nth;
+	return sqe;
+}
+
+/* Submits @n prepared SQEs, waits for all, stores each result by user_data in @res. */
+int spin_ring_run(struct spin_ring *r, unsigned int n, int *res)
+{
+	unsigned int got = 0;
+
+	atomic_store_explicit((_Atomic unsigned int *)r->sq_tail, *r->sq_tail + n,
+			      memory_order_release);
+	if (syscall(__NR_io_uring_enter, r->fd, n, n, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
+		return -1;
+	while (got < n) {
+		unsigned int head = *r->cq_head;
+		unsigned int tail = atomic_load_explicit((_Atomic unsigned int *)r->cq_tail,
+							 memory_order_acquire);
+
+		if (head == tail) {
+			if (syscall(__NR_io_uring_enter, r->fd, 0, 1, IORING_ENTER_GETEVENTS,
+				    NULL, 0) < 0)
+				return -1;
+			continue;
+		}
+		for (; head != tail; head++, got++) {
+			struct io_uring_cqe *cqe =
+				(void *)(r->cqes + (head & *r->cq_mask) * r->cqe_size);
+
+			if (cqe->user_data < n)
+				res[cqe->user_data] = cqe->res;
+		}
+		atomic_store_explicit((_Atomic unsigned int *)r->cq_head, head,
+				      memory_order_release);
+	}
+	return 0;
+}
+
+void spin_ring_exit(struct spin_ring *r)
+{
+	close(r->fd);
+}
+
+/* ---- aio ------------------------------------------------------------------ */
+
+/* Submits one iocb and waits for it; returns its result or -errno. */
+long long spin_aio_one(struct iocb *cb)
+{
+	aio_context_t ctx = 0;
+	struct iocb *cbs[1] = { cb };
+	struct io_event ev;
+	long long ret;
+
+	if (syscall(__NR_io_setup, 4, &ctx))
+		return -errno;
+	if (syscall(__NR_io_submit, ctx, 1, cbs) != 1)
+		ret = -errno;
+	else if (syscall(__NR_io_getevents, ctx, 1, 1, &ev, NULL) != 1)
+		ret = -errno;
+	else
+		ret = ev.res;
+	syscall(__NR_io_destroy, ctx);
+	return ret;
 }

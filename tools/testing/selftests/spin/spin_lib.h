@@ -61,4 +61,25 @@ __printf(3, 4) int spin_agent(char *reply, size_t len, const char *fmt, ...);
 
 void *spin_alloc_aligned(size_t len);
 
+/* A minimal io_uring (raw system calls), for tests of the io_uring entry points. */
+struct spin_ring {
+	int fd;
+	unsigned int *sq_head, *sq_tail, *sq_mask, *sq_array;
+	unsigned int *cq_head, *cq_tail, *cq_mask;
+	uint8_t *sqes, *cqes;
+	size_t sqe_size, cqe_size;
+	unsigned int entries;
+};
+
+struct io_uring_sqe;
+int spin_ring_init(struct spin_ring *r, unsigned int entries, unsigned int flags);
+/* The @nth next free SQE, zeroed, with user_data @nth; then spin_ring_run(). */
+struct io_uring_sqe *spin_ring_sqe(struct spin_ring *r, unsigned int nth);
+/* Submits @n prepared SQEs, waits for all, stores each result by user_data in @res. */
+int spin_ring_run(struct spin_ring *r, unsigned int n, int *res);
+void spin_ring_exit(struct spin_ring *r);
+/* Submits one aio iocb and waits for it; returns its result or -errno. */
+struct iocb;
+long long spin_aio_one(struct iocb *cb);
+
 #endif /* SPIN_LIB_H */
