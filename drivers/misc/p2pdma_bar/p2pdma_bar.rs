@@ -19,13 +19,24 @@
 //!
 //! The driver binds to the QEMU `ivshmem-plain` device (1af4:1110, shared memory in BAR2) by ID,
 //! and to any other PCI device through `driver_override`.
+//!
+//! Real GPU drivers do not always publish in probe: NVIDIA's open driver registers its BAR1 from
+//! its UVM module at run time. To stand in for them, every bound device gets a debugfs switch,
+//! `/sys/kernel/debug/p2pdma_bar-<pci-bdf>/published`: reading it shows whether the memory is
+//! published (`1` or `0`), writing `0` withdraws it and `1` publishes it (again), as such a driver
+//! would at any time.
 
+use core::fmt;
 use kernel::{
-    device::Core,
+    debugfs::{Dir, File},
+    device::{self, Core},
     io::resource::Flags,
     pci,
     prelude::*,
-    sizes::SZ_2M, //
+    sizes::SZ_2M,
+    str::CString,
+    sync::aref::ARef,
+    uaccess::UserSliceReader, //
 };
 
 /// The smallest and coarsest unit of memory that gets struct pages.
@@ -82,8 +93,50 @@ fn bar_infos(pdev: &pci::Device) -> [Option<BarInfo>; STD_BARS] {
     bars
 }
 
-/// The driver; it keeps no state of its own: the p2pdma memory is device managed.
-struct P2pdmaBar;
+/// The data of the debugfs switch `published` of a bound device.
+struct Publication {
+    pdev: ARef<pci::Device>,
+}
+
+impl Publication {
+    fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", u8::from(self.pdev.has_p2pmem()))
+    }
+
+    fn store(&self, reader: &mut UserSliceReader) -> Result {
+        let mut buf = [0u8; 4];
+        let len = reader.len();
+        if len > buf.len() {
+            return Err(EINVAL);
+        }
+        reader.read_slice(&mut buf[..len])?;
+        let publish = match buf[..len].strip_suffix(b"\n").unwrap_or(&buf[..len]) {
+            b"0" => false,
+            b"1" => true,
+            _ => return Err(EINVAL),
+        };
+        // SAFETY: The switch is a file of the driver's data, which is dropped when the driver
+        // unbinds; dropping it removes the file and waits for the callbacks in progress, so the
+        // device is bound while this runs. `pci::Device<Bound>` has the layout of `pci::Device`.
+        let pdev: &pci::Device<device::Bound> =
+            unsafe { &*core::ptr::from_ref(&*self.pdev).cast() };
+        pdev.p2pmem_publish(publish);
+        dev_info!(
+            pdev,
+            "p2pdma memory {} through debugfs\n",
+            if publish { "published" } else { "withdrawn" }
+        );
+        Ok(())
+    }
+}
+
+/// The driver's data of a bound device: the debugfs switch. The p2pdma memory itself is device
+/// managed.
+struct P2pdmaBar {
+    // Dropped before the directory it is in.
+    _published: Pin<KBox<File<Publication>>>,
+    _dir: Dir,
+}
 
 kernel::pci_device_table!(
     PCI_TABLE,
@@ -127,7 +180,26 @@ impl pci::Driver for P2pdmaBar {
             bar,
             pdev.resource_len(bar)? >> 20
         );
-        Ok(P2pdmaBar)
+
+        let name = CString::try_from_fmt(fmt!(
+            "p2pdma_bar-{}",
+            pdev.as_ref().name().to_str().map_err(|_| EINVAL)?
+        ))?;
+        let dir = Dir::new(&name);
+        let pdev: &pci::Device = pdev;
+        let published = KBox::pin_init(
+            dir.read_write_callback_file(
+                c"published",
+                Publication { pdev: pdev.into() },
+                &Publication::show,
+                &Publication::store,
+            ),
+            GFP_KERNEL,
+        )?;
+        Ok(P2pdmaBar {
+            _published: published,
+            _dir: dir,
+        })
     }
 
     /// Where a GPU driver would reset its device: reports whether p2pdma memory is still in use

@@ -58,11 +58,16 @@ impl<'a> Device<device::Core<'a>> {
             bindings::pci_p2pdma_add_resource(self.as_raw(), bar.try_into()?, size, offset)
         })
     }
+}
 
+impl Device<device::Bound> {
     /// Publishes (or withdraws) the device's p2pdma memory for use by other drivers.
     ///
     /// Published memory is found by `pci_p2pmem_find()` and [`Device::has_p2pmem`]; memory that
-    /// is not published is reserved for the driver that registered it.
+    /// is not published is reserved for the driver that registered it. A change is reported to
+    /// the p2pdma notifiers ([`ProviderNotifier`]) before this returns; withdrawing memory may
+    /// therefore wait until the DMA into buffers of it that are revoked is over. Only the bound
+    /// driver may call it, in any context that may sleep.
     pub fn p2pmem_publish(&self, publish: bool) {
         // SAFETY: `self.as_raw()` is a valid pointer to a `struct pci_dev`; the function handles a
         // device without p2pdma memory.
@@ -269,37 +274,47 @@ impl AsPageIter for P2pPages {
 
 /// Events of PCI devices that may provide p2pdma memory, see [`ProviderNotifier`].
 pub trait ProviderEvents: Send + Sync {
-    /// A driver has been bound to `pdev`.
+    /// A driver has been bound to `pdev`, or the bound driver of `pdev` has published p2pdma
+    /// memory (or added to published memory) since.
     ///
     /// Called after the driver's probe returned successfully, with the device lock held: if the
     /// driver registers and publishes p2pdma memory in probe, [`Device::has_p2pmem`] is true now.
+    /// Called again, in the context of the driver's `pci_p2pmem_publish()` or
+    /// `pci_p2pdma_add_resource()` call, when it publishes later: it must be idempotent.
     fn bound(&self, pdev: &Device<device::Bound>);
 
-    /// The driver of `pdev` is about to be unbound.
+    /// The driver of `pdev` is about to be unbound, or has withdrawn its published p2pdma
+    /// memory.
     ///
-    /// Called with the device lock held, before the driver's remove callback. The device's p2pdma
-    /// memory is still registered; its teardown follows and waits until all pages allocated from
-    /// it are released, so this is the place to drop the references that would block it.
+    /// Called with the device lock held, before the driver's remove callback, or in the context
+    /// of the driver's `pci_p2pmem_publish(pdev, false)`. The device's p2pdma memory is still
+    /// registered; its teardown follows and waits until all pages allocated from it are
+    /// released, so this is the place to drop the references that would block it.
     fn unbinding(&self, pdev: &Device<device::Bound>);
 }
 
-/// A registration for the bind and unbind events of PCI devices.
+/// A registration for the bind and unbind events of PCI devices, and for p2pdma memory that is
+/// published or withdrawn while a driver is bound.
 ///
-/// Registers a PCI bus notifier that calls [`ProviderEvents::bound`] and
-/// [`ProviderEvents::unbinding`] of `T`; it is unregistered when the object is dropped. Devices
-/// that are bound already when the registration is made are reported to
-/// [`ProviderEvents::bound`] too, right after the registration: a device that binds meanwhile may
-/// be reported twice, so `bound` must be idempotent.
+/// Registers a PCI bus notifier and a p2pdma notifier (`pci_p2pdma_register_notifier()`) that
+/// call [`ProviderEvents::bound`] and [`ProviderEvents::unbinding`] of `T`; both are
+/// unregistered when the object is dropped. Devices that are bound already when the
+/// registration is made are reported to [`ProviderEvents::bound`] too, right after the
+/// registration: a device that binds meanwhile may be reported twice, so `bound` must be
+/// idempotent.
 ///
 /// # Invariants
 ///
-/// `nb` is registered as a notifier of `pci_bus_type` for the lifetime of the object.
+/// `nb` is registered as a notifier of `pci_bus_type` for the lifetime of the object; `pnb` is
+/// registered as a p2pdma notifier from the end of the initialisation on.
 #[pin_data(PinnedDrop)]
 pub struct ProviderNotifier<T: ProviderEvents> {
     #[pin]
     data: T,
     #[pin]
     nb: Opaque<bindings::notifier_block>,
+    #[pin]
+    pnb: Opaque<bindings::notifier_block>,
 }
 
 // SAFETY: The notifier can be unregistered on any thread; `T` is `Send`.
@@ -330,8 +345,22 @@ impl<T: ProviderEvents> ProviderNotifier<T> {
                     bindings::bus_register_notifier(&raw const bindings::pci_bus_type, slot)
                 })
             }),
+            pnb <- Opaque::ffi_init(|slot: *mut bindings::notifier_block| {
+                // SAFETY: The initialiser may write to `slot`.
+                unsafe {
+                    slot.write(bindings::notifier_block {
+                        notifier_call: Some(Self::p2pdma_call),
+                        ..pin_init::zeroed()
+                    })
+                };
+            }),
         });
         init.pin_chain(|this| {
+            // SAFETY: `pnb` is a valid, pinned `notifier_block` that stays registered until
+            // `PinnedDrop::drop` unregisters it, before the memory goes away. On failure the
+            // object is dropped, which unregisters `nb` (and tries `pnb`, which is harmless).
+            // INVARIANT: On success `pnb` is registered.
+            to_result(unsafe { bindings::pci_p2pdma_register_notifier(this.pnb.get()) })?;
             this.as_ref().replay_bound();
             Ok(())
         })
@@ -419,9 +448,47 @@ impl<T: ProviderEvents> ProviderNotifier<T> {
     }
 }
 
+impl<T: ProviderEvents> ProviderNotifier<T> {
+    /// # Safety
+    ///
+    /// `nb` must be the `pnb` field of a registered [`ProviderNotifier<T>`], and `data` the
+    /// `struct pci_dev` of a p2pdma notification.
+    unsafe extern "C" fn p2pdma_call(
+        nb: *mut bindings::notifier_block,
+        action: c_ulong,
+        data: *mut c_void,
+    ) -> c_int {
+        let published = match bindings::pci_p2pdma_event::try_from(action) {
+            Ok(bindings::pci_p2pdma_event_PCI_P2PDMA_PUBLISHED) => true,
+            Ok(bindings::pci_p2pdma_event_PCI_P2PDMA_WITHDRAWN) => false,
+            _ => return bindings::NOTIFY_DONE as c_int,
+        };
+        // SAFETY: By the safety requirements, `nb` is the `pnb` field of a
+        // `ProviderNotifier<T>`, which is pinned and alive while it is registered.
+        let this =
+            unsafe { &*container_of!(nb.cast::<Opaque<bindings::notifier_block>>(), Self, pnb) };
+        // SAFETY: p2pdma notifications carry a valid `struct pci_dev`, for the duration of the
+        // call. They come from `pci_p2pmem_publish()` and `pci_p2pdma_add_resource()`, which
+        // only the driver bound to the device calls (the p2pdma state is device managed: it
+        // exists while a driver is bound), from its own code: the device stays bound for the
+        // call, as `Device<Bound>` requires.
+        let pdev = unsafe { &*data.cast::<Device<device::Bound>>() };
+        if published {
+            this.data.bound(pdev);
+        } else {
+            this.data.unbinding(pdev);
+        }
+        bindings::NOTIFY_OK as c_int
+    }
+}
+
 #[pinned_drop]
 impl<T: ProviderEvents> PinnedDrop for ProviderNotifier<T> {
     fn drop(self: Pin<&mut Self>) {
+        // SAFETY: `pnb` is registered (type invariants) or, if the initialisation failed before
+        // it was, unknown to the chain, which the unregistration then ignores. Unregistering
+        // waits for running callbacks (the chain's rwsem).
+        unsafe { bindings::pci_p2pdma_unregister_notifier(self.pnb.get()) };
         // SAFETY: By the type invariants the notifier is registered with `pci_bus_type`;
         // `bus_unregister_notifier()` waits for running callbacks (the chain's rwsem) before it
         // returns, so `self` is not used afterwards.

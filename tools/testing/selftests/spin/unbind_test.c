@@ -115,6 +115,19 @@ static int log_last_is(const char *key, const char *rest)
 	return found;
 }
 
+/* How many times @needle is in the kernel log. */
+static int log_count(const char *needle)
+{
+	int len = klogctl(10, NULL, 0), n = 0;
+	char *buf = calloc(1, len + 1);
+
+	if (buf && klogctl(3, buf, len) > 0)
+		for (char *p = strstr(buf, needle); p; p = strstr(p + 1, needle))
+			n++;
+	free(buf);
+	return n;
+}
+
 /* Move @pcidir from its driver to @drv with driver_override; "" restores @back. */
 static int rebind(const char *pcidir, const char *drv, const char *back)
 {
@@ -144,6 +157,105 @@ static int nvme_back(const char *serial)
 	return 0;
 }
 
+/*
+ * A provider that withdraws its memory and publishes it again while bound,
+ * as a GPU driver that sets up P2P memory on demand does (p2pdma_bar's
+ * debugfs switch): buffers are revoked at the withdrawal, with the DMA into
+ * them over before it returns; the heap serves again after the publication.
+ */
+static void withdraw_and_publish(const char *gpu, int heap)
+{
+	char sw[128], state[8] = "?", dev0[64], over[128];
+	long long full = p2pmem_available(gpu);
+	int over0;
+	int buf = spin_heap_alloc(heap, 4 * MiB, O_RDWR | O_CLOEXEC, 0), ret, status = 1, fd2;
+	uint8_t *q = buf < 0 ? MAP_FAILED :
+		     mmap(NULL, 4 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	pid_t pid;
+
+	snprintf(sw, sizeof(sw), "/sys/kernel/debug/p2pdma_bar-%s/published", bdf_of(gpu));
+	snprintf(over, sizeof(over), "p2p-%s: the DMA into 1 revoked buffer(s) is over",
+		 bdf_of(gpu));
+	over0 = log_count(over);
+	spin_read_file(sw, state, sizeof(state));
+	if (q == MAP_FAILED || spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0))) {
+		ksft_test_result_fail("withdraw: no buffer: %s\n", strerror(errno));
+		ksft_test_result_fail("publish again: not run\n");
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(dev0, O_RDONLY | O_DIRECT), ok = 0, efault = 0, other = 0;
+
+		for (int i = 0; i < 2000 && efault < 2; i++) {
+			ssize_t n = pread(fd, q, 4 * MiB, (i % 8) * 4 * MiB);
+
+			if (n == (ssize_t)(4 * MiB))
+				ok++;
+			else if (n < 0 && errno == EFAULT)
+				efault++;
+			else
+				other++;
+		}
+		_exit(ok > 0 && efault > 0 && other == 0 ? 0 : 1);
+	}
+	usleep(300000);
+	ret = sysfs_write(sw, "0");
+	waitpid(pid, &status, 0);
+	fd2 = spin_heap_alloc(heap, MiB, O_RDWR, 0);
+	ksft_test_result(!strcmp(state, "1") && !ret && WIFEXITED(status) && !WEXITSTATUS(status) &&
+			 fd2 == -ENODEV && faults(q) &&
+			 log_count(over) == over0 + 1,
+			 "withdrawn through debugfs (was %s): reads in flight complete, then EFAULT; the mapping SIGBUS; allocation %s\n",
+			 state, strerror(fd2 < 0 ? -fd2 : 0));
+	if (fd2 >= 0)
+		close(fd2);
+	munmap(q, 4 * MiB);
+	close(buf);
+	ret = sysfs_write(sw, "1");
+	fd2 = spin_heap_alloc(heap, MiB, O_RDWR, 0);
+	state[0] = '?';
+	spin_read_file(sw, state, sizeof(state));
+	ksft_test_result(!ret && fd2 >= 0 && !strcmp(state, "1") &&
+			 p2pmem_available(gpu) == full - (long long)MiB,
+			 "published again: the heap allocates (%s), switch %s\n",
+			 fd2 < 0 ? strerror(-fd2) : "ok", state);
+	if (fd2 >= 0)
+		close(fd2);
+}
+
+/*
+ * The NVMe driver registers and publishes spin-nvme1's CMB in its probe: the
+ * CMB gets a heap of its own, and an O_DIRECT read from spin-nvme0 lands in
+ * it (the CPU reads it back through the mapping).
+ */
+static void cmb_heap(const char *nvme1, const char *dev0)
+{
+	int heap = spin_heap_open(nvme1), buf, fd;
+	uint8_t *c, *want = spin_alloc_aligned(MiB);
+	ssize_t n = -1;
+
+	buf = heap < 0 ? heap : spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
+	c = buf < 0 ? MAP_FAILED : mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	fd = open(dev0, O_RDONLY | O_DIRECT);
+	if (c != MAP_FAILED && fd >= 0 && want && pread(fd, want, MiB, 0) == (ssize_t)MiB) {
+		memset(c, 0xa5, MiB);
+		n = pread(fd, c, MiB, 0);
+	}
+	ksft_test_result(n == (ssize_t)MiB && !memcmp(c, want, MiB),
+			 "the NVMe driver's CMB of %s has a heap; an O_DIRECT read lands in it (%zd bytes)\n",
+			 bdf_of(nvme1), n);
+	if (fd >= 0)
+		close(fd);
+	if (c != MAP_FAILED)
+		munmap(c, MiB);
+	if (buf >= 0)
+		close(buf);
+	if (heap >= 0)
+		close(heap);
+	free(want);
+}
+
 int main(void)
 {
 	char gpu[PATH_MAX], dev0[64], nvme0[PATH_MAX], nvme1[PATH_MAX], path[PATH_MAX + 32];
@@ -155,7 +267,7 @@ int main(void)
 	struct timespec t0, t1;
 
 	ksft_print_header();
-	ksft_set_plan(17);
+	ksft_set_plan(20);
 	if (spin_gpu_find(gpu, sizeof(gpu)) ||
 	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
 	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
@@ -242,6 +354,7 @@ int main(void)
 	ksft_test_result(p2pmem_available(gpu) == full && full == avail0,
 			 "nothing leaked: %lld available, %lld before the unbind\n",
 			 p2pmem_available(gpu), avail0);
+	withdraw_and_publish(gpu, heap);
 	close(heap);
 
 	/* driver_override: no usable BAR on spin-nvme0 (its BAR0 is not prefetchable). */
@@ -270,5 +383,6 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/p2pmem/available", nvme1);
 	ksft_test_result(spin_read_ll(path) > 0, "its CMB is p2pmem again (%lld bytes)\n",
 			 spin_read_ll(path));
+	cmb_heap(nvme1, dev0);
 	ksft_finished();
 }
