@@ -24,7 +24,8 @@
 //! its UVM module at run time. To stand in for them, every bound device gets a debugfs switch,
 //! `/sys/kernel/debug/p2pdma_bar-<pci-bdf>/published`: reading it shows whether the memory is
 //! published (`1` or `0`), writing `0` withdraws it and `1` publishes it (again), as such a driver
-//! would at any time.
+//! would at any time. The parameter `defer_below_mib` (default 0) leaves BARs smaller than that
+//! many MiB unpublished in probe, for a provider whose memory is first published after probe.
 
 use core::fmt;
 use kernel::{
@@ -172,14 +173,23 @@ impl pci::Driver for P2pdmaBar {
         // The two calls a GPU driver adds to offer its memory: give (all of) the BAR struct pages
         // and a p2pdma pool, and let other drivers and user space allocate from it.
         pdev.p2pdma_add_resource(bar, 0, 0)?;
-        pdev.p2pmem_publish(true);
-
-        dev_info!(
-            pdev,
-            "BAR{} ({} MiB) published as peer-to-peer DMA memory\n",
-            bar,
-            pdev.resource_len(bar)? >> 20
-        );
+        let mib = pdev.resource_len(bar)? >> 20;
+        if mib >= u64::from(module_parameters::defer_below_mib.value()) {
+            pdev.p2pmem_publish(true);
+            dev_info!(
+                pdev,
+                "BAR{} ({} MiB) published as peer-to-peer DMA memory\n",
+                bar,
+                mib
+            );
+        } else {
+            dev_info!(
+                pdev,
+                "BAR{} ({} MiB) registered as peer-to-peer DMA memory, to publish later\n",
+                bar,
+                mib
+            );
+        }
 
         let name = CString::try_from_fmt(fmt!(
             "p2pdma_bar-{}",
@@ -222,6 +232,13 @@ kernel::module_pci_driver! {
     authors: ["spin developers"],
     description: "PCI memory BAR as peer-to-peer DMA memory",
     license: "GPL",
+    params: {
+        defer_below_mib: u32 {
+            default: 0,
+            description: "Register, but do not publish in probe, BARs smaller than this many MiB \
+                          (publish them through debugfs later)",
+        },
+    },
 }
 
 #[cfg(CONFIG_P2PDMA_BAR_KUNIT_TEST)]

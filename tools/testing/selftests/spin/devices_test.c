@@ -52,7 +52,7 @@ int main(void)
 	ksft_test_result(!spin_nvme_pcidir(SPIN_NVME1_SERIAL, nvme1, sizeof(nvme1)) &&
 			 !spin_nvme_blockdev(SPIN_NVME1_SERIAL, dev1, sizeof(dev1)),
 			 "nvme %s found (%s)\n", SPIN_NVME1_SERIAL, dev1);
-	ksft_test_result(!spin_pci_find(SPIN_GPU_VENDOR, SPIN_GPU_DEVICE, gpu, sizeof(gpu)),
+	ksft_test_result(!spin_gpu_find(gpu, sizeof(gpu)),
 			 "stand-in GPU %04x:%04x found\n", SPIN_GPU_VENDOR, SPIN_GPU_DEVICE);
 
 	spin_pci_upstream(nvme0, up0, sizeof(up0));

@@ -397,9 +397,46 @@ void *spin_alloc_aligned(size_t len)
 	return p;
 }
 
+/*
+ * The stand-in GPU: of the ivshmem-plain devices (the rig also has a small one whose memory
+ * is published late), the one with the largest BAR2.
+ */
 int spin_gpu_find(char *pcidir, size_t len)
 {
-	return spin_pci_find(SPIN_GPU_VENDOR, SPIN_GPU_DEVICE, pcidir, len);
+	char v[16], d[16], path[PATH_MAX], best[PATH_MAX] = "";
+	DIR *dir = opendir("/sys/bus/pci/devices");
+	off_t best_size = -1;
+	struct dirent *e;
+
+	if (!dir)
+		return -errno;
+	snprintf(v, sizeof(v), "0x%04x", SPIN_GPU_VENDOR);
+	snprintf(d, sizeof(d), "0x%04x", SPIN_GPU_DEVICE);
+	while ((e = readdir(dir))) {
+		char buf[16];
+		struct stat st;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/vendor", e->d_name);
+		if (spin_read_file(path, buf, sizeof(buf)) || strcmp(buf, v))
+			continue;
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", e->d_name);
+		if (spin_read_file(path, buf, sizeof(buf)) || strcmp(buf, d))
+			continue;
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource2", e->d_name);
+		if (stat(path, &st) || st.st_size <= best_size)
+			continue;
+		best_size = st.st_size;
+		snprintf(best, sizeof(best), "/sys/bus/pci/devices/%s", e->d_name);
+	}
+	closedir(dir);
+	if (!best[0])
+		return -ENODEV;
+	if (!realpath(best, pcidir))
+		return -errno;
+	(void)len;
+	return 0;
 }
 
 /* Bus-independent CPU physical start of BAR @bar, from sysfs "resource". */

@@ -247,7 +247,7 @@ static void test_stat(struct disk *near)
 {
 	char want[64];
 	uint8_t *g;
-	int heap, buf, fd, rc, ok;
+	int heap, buf, fd, rc, ok, ready[2];
 	pid_t child;
 
 	rc = run(TOOL " stat");
@@ -264,17 +264,31 @@ static void test_stat(struct disk *near)
 	/*
 	 * The reader keeps reading (uncached, so by P2P) until the tool is
 	 * done: however slowly the tool starts (a debug kernel), one of its two
-	 * intervals sees the bytes.
+	 * intervals sees the bytes. The tool starts once the first read is done
+	 * (a first read also maps the buffer's pages, and a debug kernel with
+	 * kmemleak is slow at that).
 	 */
+	if (pipe(ready))
+		ready[0] = ready[1] = -1;
 	child = fork();
 	if (child == 0) {
 		fd = open("/mnt/tool-near/f", O_RDONLY);
-		for (int i = 0; fd >= 0 && i < 100; i++) {
-			spin_write_file("/proc/sys/vm/drop_caches", "3");
+		for (int i = 0; fd >= 0 && i < 200; i++) {
+			posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 			if (pread(fd, g, 32 * MiB, 0) != (ssize_t)(32 * MiB))
+				_exit(1);
+			if (i == 0 && ready[1] >= 0 && write(ready[1], "r", 1) != 1)
 				_exit(1);
 		}
 		_exit(0);
+	}
+	if (ready[0] >= 0) {
+		char c;
+
+		close(ready[1]);
+		if (read(ready[0], &c, 1) != 1)
+			ksft_print_msg("the reader did not start\n");
+		close(ready[0]);
 	}
 	rc = run(TOOL " stat -i 1 -c 2");
 	kill(child, SIGKILL);

@@ -11,6 +11,7 @@
  * Runs last: it unbinds and re-binds devices the other tests use.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -80,6 +81,14 @@ static int bound_to(const char *pcidir, const char *drv)
 		return !drv;
 	target[n] = '\0';
 	return drv && !strcmp(strrchr(target, '/') + 1, drv);
+}
+
+static long long p2pmem_size(const char *pcidir)
+{
+	char path[PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/p2pmem/size", pcidir);
+	return spin_read_ll(path);
 }
 
 static long long p2pmem_available(const char *pcidir)
@@ -225,6 +234,81 @@ static void withdraw_and_publish(const char *gpu, int heap)
 }
 
 /*
+ * A provider whose memory is first published after probe (the rig's second,
+ * 8 MiB ivshmem device, which p2pdma_bar registers but leaves unpublished:
+ * p2pdma_bar.defer_below_mib=16 on the command line): no heap until it is
+ * published; then the heap appears and serves; withdrawn, it refuses.
+ */
+static void late_provider(const char *gpu, const char *dev0)
+{
+	char late[PATH_MAX] = "", sw[128], node[128], state[8] = "?";
+	struct dirent *e;
+	DIR *d = opendir("/sys/bus/pci/devices");
+	int before, heap, fd2 = -1, buf, fd, ret;
+	uint8_t *m, *want = spin_alloc_aligned(MiB);
+	ssize_t n = -1;
+
+	while (d && (e = readdir(d))) {
+		char path[PATH_MAX + 300], v[16] = "", dv[16] = "", real[PATH_MAX];
+
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/vendor", e->d_name);
+		spin_read_file(path, v, sizeof(v));
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", e->d_name);
+		spin_read_file(path, dv, sizeof(dv));
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s", e->d_name);
+		if (!strcmp(v, "0x1af4") && !strcmp(dv, "0x1110") && realpath(path, real) &&
+		    strcmp(real, gpu))
+			snprintf(late, sizeof(late), "%s", real);
+	}
+	if (d)
+		closedir(d);
+	if (!late[0]) {
+		ksft_test_result_fail("late provider: the second ivshmem device is missing\n");
+		ksft_test_result_fail("late provider: published: not run\n");
+		ksft_test_result_fail("late provider: withdrawn: not run\n");
+		return;
+	}
+	snprintf(sw, sizeof(sw), "/sys/kernel/debug/p2pdma_bar-%s/published", bdf_of(late));
+	snprintf(node, sizeof(node), "/dev/dma_heap/p2p-%s", bdf_of(late));
+	spin_read_file(sw, state, sizeof(state));
+	before = access(node, F_OK);
+	ksft_test_result(bound_to(late, "p2pdma_bar") && !strcmp(state, "0") && before &&
+			 p2pmem_size(late) > 0,
+			 "late provider %s: registered in probe (%lld bytes), not published, no heap\n",
+			 bdf_of(late), p2pmem_size(late));
+
+	ret = sysfs_write(sw, "1");
+	heap = spin_heap_open(late);
+	buf = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
+	m = buf < 0 ? MAP_FAILED : mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	fd = open(dev0, O_RDONLY | O_DIRECT);
+	if (m != MAP_FAILED && fd >= 0 && want && pread(fd, want, MiB, 0) == (ssize_t)MiB) {
+		memset(m, 0x5a, MiB);
+		n = pread(fd, m, MiB, 0);
+	}
+	ksft_test_result(!ret && !access(node, F_OK) && n == (ssize_t)MiB && !memcmp(m, want, MiB),
+			 "published through debugfs: %s appears and serves (an O_DIRECT read of %zd bytes into it)\n",
+			 node, n);
+	if (m != MAP_FAILED)
+		munmap(m, MiB);
+	if (buf >= 0)
+		close(buf);
+	if (fd >= 0)
+		close(fd);
+
+	ret = sysfs_write(sw, "0");
+	fd2 = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR, 0);
+	ksft_test_result(!ret && fd2 == -ENODEV,
+			 "withdrawn: the heap stays and refuses allocations (%s)\n",
+			 strerror(fd2 < 0 ? -fd2 : 0));
+	if (fd2 >= 0)
+		close(fd2);
+	if (heap >= 0)
+		close(heap);
+	free(want);
+}
+
+/*
  * The NVMe driver registers and publishes spin-nvme1's CMB in its probe: the
  * CMB gets a heap of its own, and an O_DIRECT read from spin-nvme0 lands in
  * it (the CPU reads it back through the mapping).
@@ -267,7 +351,7 @@ int main(void)
 	struct timespec t0, t1;
 
 	ksft_print_header();
-	ksft_set_plan(20);
+	ksft_set_plan(23);
 	if (spin_gpu_find(gpu, sizeof(gpu)) ||
 	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
 	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
@@ -384,5 +468,6 @@ int main(void)
 	ksft_test_result(spin_read_ll(path) > 0, "its CMB is p2pmem again (%lld bytes)\n",
 			 spin_read_ll(path));
 	cmb_heap(nvme1, dev0);
+	late_provider(gpu, dev0);
 	ksft_finished();
 }

@@ -5,7 +5,9 @@
 Machine: q35, 2 vCPUs, a PCIe switch (pcie-root-port -> x3130-upstream -> xio3130-downstream
 ports) holding two file-backed NVMe controllers (serial spin-nvme0; spin-nvme1 with a 64 MiB
 CMB) and an ivshmem-plain device whose memory is a host file under /dev/shm: the stand-in
-GPU BAR. p2pdma needs the switch: devices on the flat q35 bus do not share an upstream bridge.
+GPU BAR; and a small (8 MiB) second ivshmem-plain device that p2pdma_bar registers but leaves
+unpublished (p2pdma_bar.defer_below_mib=16), a provider whose memory is published late
+(unbind_test). p2pdma needs the switch: devices on the flat q35 bus do not share an upstream bridge.
 Outside the switch, on the root bus: NVMe spin-nvme2 (P2P-capable queue, but no P2P path to
 the GPU) and virtio-blk spin-vblk (a queue without P2P): the cases where spin must fall back.
 
@@ -44,8 +46,11 @@ def qemu_args(a, out, shm, sock):
         throttle += f",throttling.bps-total={a.bps}"
     if a.iops:
         throttle += f",throttling.iops-total={a.iops}"
+    # p2pdma_bar.defer_below_mib: the small second ivshmem device below is registered in
+    # probe but published only later (its debugfs switch), as NVIDIA's UVM publishes BAR1.
     cmdline = ["console=ttyS0", "panic=-1", "oops=panic", "loglevel=6",
-               f"spintest.mode={a.mode}", f"kunit.filter_glob={a.kunit_glob}"]
+               f"spintest.mode={a.mode}", f"kunit.filter_glob={a.kunit_glob}",
+               "p2pdma_bar.defer_below_mib=16"]
     if a.bench:
         cmdline.append(f"spintest.bench={a.bench}")
     if a.append:
@@ -65,6 +70,7 @@ def qemu_args(a, out, shm, sock):
         "-device", "xio3130-downstream,id=dp0,bus=up0,chassis=2,slot=0",
         "-device", "xio3130-downstream,id=dp1,bus=up0,chassis=3,slot=1",
         "-device", "xio3130-downstream,id=dp2,bus=up0,chassis=4,slot=2",
+        "-device", "xio3130-downstream,id=dp3,bus=up0,chassis=5,slot=3",
         "-drive", f"file={out}/nvme0.img,if=none,id=nvm0,format=raw,cache=none,aio=threads"
         + throttle,
         "-device", "nvme,serial=spin-nvme0,drive=nvm0,bus=dp0",
@@ -82,6 +88,9 @@ def qemu_args(a, out, shm, sock):
         "-object", f"memory-backend-file,id=gpumem,share=on,mem-path={shm},"
                    f"size={a.gpu_mib}M",
         "-device", "ivshmem-plain,memdev=gpumem,bus=dp2",
+        # A second, small provider behind the switch whose memory is published late.
+        "-object", "memory-backend-ram,id=latemem,share=on,size=8M",
+        "-device", "ivshmem-plain,memdev=latemem,bus=dp3",
     ]
     return args
 
