@@ -815,40 +815,22 @@ pub(crate) fn trace_route(
     bytes_p2p: u64,
     segs: u32,
 ) {
-    let (mode, reason) = (mode.as_char_ptr(), reason.name().as_char_ptr());
-    if write {
-        // SAFETY: Plain values and NUL-terminated static strings.
-        unsafe {
-            spin_route_write(
-                info.devt,
-                info.ino,
-                pos,
-                len,
-                mode,
-                reason,
-                info.member,
-                bytes_pc,
-                bytes_p2p,
-                segs,
-            )
-        };
-    } else {
-        // SAFETY: Plain values and NUL-terminated static strings.
-        unsafe {
-            spin_route(
-                info.devt,
-                info.ino,
-                pos,
-                len,
-                mode,
-                reason,
-                info.member,
-                bytes_pc,
-                bytes_p2p,
-                segs,
-            )
-        };
-    }
+    let emit = if write { spin_route_write } else { spin_route };
+    // SAFETY: Plain values and NUL-terminated static strings.
+    unsafe {
+        emit(
+            info.devt,
+            info.ino,
+            pos,
+            len,
+            mode.as_char_ptr(),
+            reason.name().as_char_ptr(),
+            info.member,
+            bytes_pc,
+            bytes_p2p,
+            segs,
+        )
+    };
 }
 
 /// Emits the `spin_route_segment` tracepoint.

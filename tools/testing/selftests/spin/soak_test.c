@@ -28,11 +28,11 @@
 #include <linux/aio_abi.h>
 #include <linux/io_uring.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/klog.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -546,12 +546,50 @@ static pid_t spawn(int k, struct fs *fs, uint64_t seed, int lenient)
 	}
 }
 
-static void wait_all(pid_t *pids, int n)
+/* The kernel stack of @pid, for a worker that does not finish. */
+static void dump_stack(pid_t pid)
+{
+	char path[64], buf[2048] = "";
+
+	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
+	spin_read_file(path, buf, sizeof(buf));
+	ksft_print_msg("stack of worker %d: %s\n", pid, buf);
+}
+
+/*
+ * Waits for the workers, at most until @limit seconds after the deadline: a
+ * worker still running then is reported with its kernel stack (and all
+ * blocked tasks by sysrq-w), killed, and counted as a failure, so that a
+ * hang fails the test instead of stopping the whole run.
+ */
+static void wait_all(pid_t *pids, int n, double limit)
 {
 	for (int i = 0; i < n; i++) {
-		int status;
+		int status = 0;
+		pid_t r;
 
-		if (waitpid(pids[i], &status, 0) != pids[i] || !WIFEXITED(status))
+		while ((r = waitpid(pids[i], &status, WNOHANG)) == 0 && now() < deadline + limit) {
+			static double last;
+
+			if (now() - last >= 15) {
+				last = now();
+				ksft_print_msg("progress: GPU %ld, CPU %ld, drop %ld, write %ld, map %ld\n",
+					       sh->t[K_GPU].ops, sh->t[K_CPU].ops, sh->t[K_DROP].ops,
+					       sh->t[K_WRITE].ops, sh->t[K_MAP].ops);
+			}
+			usleep(100000);
+		}
+		if (r == 0) {
+			ksft_print_msg("worker %d still running %.0f s after the deadline\n", pids[i],
+				       limit);
+			spin_write_file("/proc/sysrq-trigger", "w");
+			dump_stack(pids[i]);
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], &status, 0);
+			bad(K_MAP, &sh->t[K_MAP].errors, "a worker hung (see its stack above)");
+			continue;
+		}
+		if (r != pids[i] || !WIFEXITED(status))
 			bad(K_MAP, &sh->t[K_MAP].errors, "a worker died (status %#x)", status);
 	}
 }
@@ -562,33 +600,6 @@ static long long p2pmem_available(void)
 
 	snprintf(path, sizeof(path), "%s/p2pmem/available", gpu);
 	return spin_read_ll(path);
-}
-
-static int sysfs_write(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
-/* Does the last kernel log line that contains @key go on with @rest? */
-static int log_last_is(const char *key, const char *rest)
-{
-	int len = klogctl(10, NULL, 0), found = 0;
-	char *buf = calloc(1, len + 1), *p, *last = NULL;
-
-	if (buf && klogctl(3, buf, len) > 0) {
-		for (p = strstr(buf, key); p; p = strstr(p + 1, key))
-			last = p;
-		found = last && !strncmp(last + strlen(key), rest, strlen(rest));
-	}
-	free(buf);
-	return found;
 }
 
 static void unbind_phase(long long avail0)
@@ -606,16 +617,16 @@ static void unbind_phase(long long avail0)
 	for (int i = 0; i < 4; i++)
 		pids[i] = spawn(K_GPU, &all[i % 2], 7000 + i, 1);
 	sleep(2);
-	ret = sysfs_write(DRV "/unbind", bdf);
-	wait_all(pids, 4);
+	ret = spin_write_file(DRV "/unbind", bdf);
+	wait_all(pids, 4, 120);
 	snprintf(key, sizeof(key), "%s: unbind: ", bdf);
 	ksft_test_result(!ret && !sh->t[K_GPU].errors && sh->t[K_GPU].efault > efault0 &&
-			 log_last_is(key, "no p2pdma memory in use"),
+			 spin_log_last_is(key, "no p2pdma memory in use"),
 			 "unbind under GPU reads on ext4 and xfs: %s; reads ended with EFAULT (%ld), %ld short, %ld other%s%s; nothing in use at the driver's unbind\n",
 			 ret ? strerror(-ret) : "ok", sh->t[K_GPU].efault - efault0,
 			 sh->t[K_GPU].shorts, sh->t[K_GPU].errors, sh->t[K_GPU].why[0] ? ": " : "",
 			 sh->t[K_GPU].why);
-	ret = sysfs_write(DRV "/bind", bdf);
+	ret = spin_write_file(DRV "/bind", bdf);
 	heap = spin_heap_open(gpu);
 	fd = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR, 0);
 	if (fd >= 0)
@@ -653,9 +664,9 @@ static void kmemleak_check(void)
 		return;
 	}
 	/* Two scans: an object is reported once unreferenced for a while. */
-	sysfs_write(KMEMLEAK, "scan");
+	spin_write_file(KMEMLEAK, "scan");
 	sleep(6);
-	sysfs_write(KMEMLEAK, "scan");
+	spin_write_file(KMEMLEAK, "scan");
 	fd = open(KMEMLEAK, O_RDONLY);
 	while (buf && fd >= 0 && n < (1 << 20) - 1) {
 		ssize_t r = read(fd, buf + n, (1 << 20) - 1 - n);
@@ -700,6 +711,7 @@ int main(void)
 	double t0;
 
 	main_pid = getpid();
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	ksft_print_header();
 	ksft_set_plan(K_NR + 4);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
@@ -725,7 +737,7 @@ int main(void)
 	}
 	pids[np++] = spawn(K_DROP, NULL, 500, 0);
 	pids[np++] = spawn(K_MAP, NULL, 600, 0);
-	wait_all(pids, np);
+	wait_all(pids, np, 120);
 	ksft_print_msg("soak: %.0f s; GPU reads by pread %ld, preadv %ld, io_uring %ld, aio %ld\n",
 		       now() - t0, sh->by_entry[0], sh->by_entry[1], sh->by_entry[2],
 		       sh->by_entry[3]);

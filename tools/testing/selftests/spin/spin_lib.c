@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/klog.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -809,4 +810,42 @@ long long spin_aio_one(struct iocb *cb)
 		ret = ev.res;
 	syscall(__NR_io_destroy, ctx);
 	return ret;
+}
+
+/* The kernel log, NUL-terminated (free() it), or NULL. */
+static char *klog_read(void)
+{
+	int len = klogctl(10, NULL, 0);
+	char *buf = len > 0 ? calloc(1, len + 1) : NULL;
+
+	if (buf && klogctl(3, buf, len) <= 0) {
+		free(buf);
+		buf = NULL;
+	}
+	return buf;
+}
+
+/* How many times @needle is in the kernel log. */
+int spin_log_count(const char *needle)
+{
+	char *buf = klog_read();
+	int n = 0;
+
+	for (char *p = buf ? strstr(buf, needle) : NULL; p; p = strstr(p + 1, needle))
+		n++;
+	free(buf);
+	return n;
+}
+
+/* Does the last line of the kernel log that contains @key go on with @rest? */
+int spin_log_last_is(const char *key, const char *rest)
+{
+	char *buf = klog_read(), *last = NULL;
+	int found;
+
+	for (char *p = buf ? strstr(buf, key) : NULL; p; p = strstr(p + 1, key))
+		last = p;
+	found = last && !strncmp(last + strlen(key), rest, strlen(rest));
+	free(buf);
+	return found;
 }

@@ -82,4 +82,8 @@ void spin_ring_exit(struct spin_ring *r);
 struct iocb;
 long long spin_aio_one(struct iocb *cb);
 
+/* The kernel log: how often @needle is in it; whether the last line with @key goes on with @rest. */
+int spin_log_count(const char *needle);
+int spin_log_last_is(const char *key, const char *rest);
+
 #endif /* SPIN_LIB_H */

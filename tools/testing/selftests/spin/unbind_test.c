@@ -101,40 +101,7 @@ static long long p2pmem_available(const char *pcidir)
 
 static int log_has(const char *needle)
 {
-	int len = klogctl(10, NULL, 0), found;
-	char *buf = calloc(1, len + 1);
-
-	found = buf && klogctl(3, buf, len) > 0 && strstr(buf, needle);
-	free(buf);
-	return found;
-}
-
-/* Does the last line of the kernel log that contains @key go on with @rest? */
-static int log_last_is(const char *key, const char *rest)
-{
-	int len = klogctl(10, NULL, 0), found = 0;
-	char *buf = calloc(1, len + 1), *p, *last = NULL;
-
-	if (buf && klogctl(3, buf, len) > 0) {
-		for (p = strstr(buf, key); p; p = strstr(p + 1, key))
-			last = p;
-		found = last && !strncmp(last + strlen(key), rest, strlen(rest));
-	}
-	free(buf);
-	return found;
-}
-
-/* How many times @needle is in the kernel log. */
-static int log_count(const char *needle)
-{
-	int len = klogctl(10, NULL, 0), n = 0;
-	char *buf = calloc(1, len + 1);
-
-	if (buf && klogctl(3, buf, len) > 0)
-		for (char *p = strstr(buf, needle); p; p = strstr(p + 1, needle))
-			n++;
-	free(buf);
-	return n;
+	return spin_log_count(needle) > 0;
 }
 
 /* Move @pcidir from its driver to @drv with driver_override; "" restores @back. */
@@ -185,7 +152,7 @@ static void withdraw_and_publish(const char *gpu, int heap)
 	snprintf(sw, sizeof(sw), "/sys/kernel/debug/p2pdma_bar-%s/published", bdf_of(gpu));
 	snprintf(over, sizeof(over), "p2p-%s: the DMA into 1 revoked buffer(s) is over",
 		 bdf_of(gpu));
-	over0 = log_count(over);
+	over0 = spin_log_count(over);
 	spin_read_file(sw, state, sizeof(state));
 	if (q == MAP_FAILED || spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0))) {
 		ksft_test_result_fail("withdraw: no buffer: %s\n", strerror(errno));
@@ -214,7 +181,7 @@ static void withdraw_and_publish(const char *gpu, int heap)
 	fd2 = spin_heap_alloc(heap, MiB, O_RDWR, 0);
 	ksft_test_result(!strcmp(state, "1") && !ret && WIFEXITED(status) && !WEXITSTATUS(status) &&
 			 fd2 == -ENODEV && faults(q) &&
-			 log_count(over) == over0 + 1,
+			 spin_log_count(over) == over0 + 1,
 			 "withdrawn through debugfs (was %s): reads in flight complete, then EFAULT; the mapping SIGBUS; allocation %s\n",
 			 state, strerror(fd2 < 0 ? -fd2 : 0));
 	if (fd2 >= 0)
@@ -406,7 +373,7 @@ int main(void)
 	 * in use there.
 	 */
 	snprintf(line, sizeof(line), "%s: unbind: ", bdf_of(gpu));
-	ksft_test_result(log_last_is(line, "no p2pdma memory in use"),
+	ksft_test_result(spin_log_last_is(line, "no p2pdma memory in use"),
 			 "nothing of the GPU memory was in use when the driver's unbind ran\n");
 	snprintf(line, sizeof(line), "p2p-%s: the DMA into 1 revoked buffer(s) is over",
 		 bdf_of(gpu));
