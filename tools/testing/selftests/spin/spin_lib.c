@@ -325,29 +325,51 @@ uint32_t spin_crc32(uint32_t crc, const void *buf, size_t len)
 static int agent_fd = -1;
 
 /* The GPU agent listens on the guest's third serial port. */
+/* The lock that makes processes take turns at the agent, see spin_agent(). */
+static int agent_lock(void)
+{
+	int lock = open("/tmp/.spin-agent.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (lock >= 0 && flock(lock, LOCK_EX)) {
+		close(lock);
+		lock = -1;
+	}
+	return lock;
+}
+
 int spin_agent_open(void)
 {
 	struct termios t;
+	int lock;
 
 	if (agent_fd >= 0)
 		return 0;
+	/* The flush below must not eat another process's request or answer. */
+	lock = agent_lock();
+	if (lock < 0)
+		return -EIO;
 	agent_fd = open("/dev/ttyS2", O_RDWR | O_NOCTTY);
-	if (agent_fd < 0)
+	if (agent_fd < 0) {
+		close(lock);
 		return -errno;
+	}
 	if (tcgetattr(agent_fd, &t) == 0) {
 		cfmakeraw(&t);
-		t.c_cc[VMIN] = 1;
-		t.c_cc[VTIME] = 0;
+		/* A byte, or 25 s: a lost answer fails the request, not the run. */
+		t.c_cc[VMIN] = 0;
+		t.c_cc[VTIME] = 250;
 		tcsetattr(agent_fd, TCSANOW, &t);
 	}
 	tcflush(agent_fd, TCIOFLUSH);
+	close(lock);
 	return 0;
 }
 
 /*
  * Send one request line, read one answer line into @reply. 0 if it starts with OK/PONG.
  * Processes (and threads) that share the agent take turns: each call locks a file of its own
- * open (a lock on the tty itself would be shared by the processes forked with it).
+ * open (a lock on the tty itself would be shared by the processes forked with it), and so
+ * does the first open of a process, whose flush would otherwise drop another one's answer.
  */
 int spin_agent(char *reply, size_t len, const char *fmt, ...)
 {
@@ -362,12 +384,9 @@ int spin_agent(char *reply, size_t len, const char *fmt, ...)
 	m = vsnprintf(line, sizeof(line) - 1, fmt, ap);
 	va_end(ap);
 	line[m++] = '\n';
-	lock = open("/tmp/.spin-agent.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (lock < 0 || flock(lock, LOCK_EX)) {
-		if (lock >= 0)
-			close(lock);
+	lock = agent_lock();
+	if (lock < 0)
 		return -EIO;
-	}
 	if (write(agent_fd, line, m) != m)
 		ret = -EIO;
 	while (!ret && n + 1 < len) {
