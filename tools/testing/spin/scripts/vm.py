@@ -122,7 +122,7 @@ def main():
     p.add_argument("--kernel", default=os.path.join(KOBJ, "arch/x86/boot/bzImage"))
     p.add_argument("--initrd", default=os.path.join(BUILD, "initramfs.cpio"))
     p.add_argument("--out", default=None, help="run directory (default build/vm/<mode>)")
-    p.add_argument("--timeout", type=int, default=int(os.environ.get("SPIN_VM_TIMEOUT", 1200)))
+    p.add_argument("--timeout", type=int, default=int(os.environ.get("SPIN_VM_TIMEOUT", 1800)))
     p.add_argument("--bps", type=int, default=int(os.environ.get("SPIN_VM_BPS", 0)),
                    help="QEMU throttling.bps-total on both NVMe drives (0: off)")
     p.add_argument("--iops", type=int, default=int(os.environ.get("SPIN_VM_IOPS", 0)),
