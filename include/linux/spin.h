@@ -233,7 +233,6 @@ unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 int spin_sysfs_init(void);
 bool spin_should_fail_plan(void);
 
-
 /* Implemented in Rust: the sysfs files of spin. */
 ssize_t spin_rust_sysfs_show(dev_t devt, unsigned long disk_id,
 			     unsigned int attr, char *buf);
