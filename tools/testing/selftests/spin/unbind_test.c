@@ -134,6 +134,34 @@ static int nvme_back(const char *serial)
 }
 
 /*
+ * Forks a reader that reads 4 MiB at a time by O_DIRECT from @dev into
+ * @bufs buffers of 4 MiB at @p until it got @efaults EFAULTs (at most 2000
+ * reads). It exits 0 if it had full reads, then EFAULTs, and nothing else.
+ */
+static pid_t direct_reader(const char *dev, uint8_t *p, int bufs, int efaults)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(dev, O_RDONLY | O_DIRECT), ok = 0, efault = 0, other = 0;
+
+		for (int i = 0; i < 2000 && efault < efaults; i++) {
+			ssize_t n = pread(fd, p + (i % bufs) * 4 * MiB, 4 * MiB, (i % 8) * 4 * MiB);
+
+			if (n == (ssize_t)(4 * MiB))
+				ok++;
+			else if (n < 0 && errno == EFAULT)
+				efault++;
+			else
+				other++;
+		}
+		printf("# reader: %d full reads, %d EFAULT, %d other\n", ok, efault, other);
+		_exit(ok > 0 && efault > 0 && other == 0 ? 0 : 1);
+	}
+	return pid;
+}
+
+/*
  * A provider that withdraws its memory and publishes it again while bound,
  * as a GPU driver that sets up P2P memory on demand does (p2pdma_bar's
  * debugfs switch): buffers are revoked at the withdrawal, with the DMA into
@@ -159,22 +187,7 @@ static void withdraw_and_publish(const char *gpu, int heap)
 		ksft_test_result_fail("publish again: not run\n");
 		return;
 	}
-	pid = fork();
-	if (pid == 0) {
-		int fd = open(dev0, O_RDONLY | O_DIRECT), ok = 0, efault = 0, other = 0;
-
-		for (int i = 0; i < 2000 && efault < 2; i++) {
-			ssize_t n = pread(fd, q, 4 * MiB, (i % 8) * 4 * MiB);
-
-			if (n == (ssize_t)(4 * MiB))
-				ok++;
-			else if (n < 0 && errno == EFAULT)
-				efault++;
-			else
-				other++;
-		}
-		_exit(ok > 0 && efault > 0 && other == 0 ? 0 : 1);
-	}
+	pid = direct_reader(dev0, q, 1, 2);
 	usleep(300000);
 	ret = sysfs_write(sw, "0");
 	waitpid(pid, &status, 0);
@@ -337,25 +350,7 @@ int main(void)
 	memset(p, 0x5a, 16 * MiB);
 
 	/* O_DIRECT reads into the buffer, in a child, while the provider goes away. */
-	pid = fork();
-	if (pid == 0) {
-		int fd = open(dev0, O_RDONLY | O_DIRECT), ok = 0, efault = 0, other = 0;
-
-		for (int i = 0; i < 2000; i++) {
-			ssize_t n = pread(fd, p + (i % 4) * 4 * MiB, 4 * MiB, 0);
-
-			if (n == (ssize_t)(4 * MiB))
-				ok++;
-			else if (n < 0 && errno == EFAULT)
-				efault++;
-			else
-				other++;
-			if (efault > 3)
-				break;
-		}
-		printf("# reader: %d full reads, %d EFAULT, %d other\n", ok, efault, other);
-		_exit(ok > 0 && efault > 0 && other == 0 ? 0 : 1);
-	}
+	pid = direct_reader(dev0, p, 4, 4);
 	usleep(300000);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = sysfs_write(DRV "/unbind", bdf_of(gpu));
