@@ -137,9 +137,10 @@ void spin_aio_batch_free(struct spin_aio_batch *batch);
  *          is held; drop it with pci_dev_put())
  * @disk_id: the disk's identity (its address: compared, never followed),
  *           which tells apart two disks that had the same device number
- * @stacked: the disk is built on other block devices (md, dm): @client is
- *           %NULL and spin_file_members() lists the disks under it
- * @generation: bd_holder_generation() when @stacked was found
+ * @stacked: the disk is built on other block devices (md, dm, NVMe
+ *           multipath): @client is %NULL and spin_file_members() lists the
+ *           disks under it
+ * @generation: disk_stack_generation() when @stacked was found
  * @reads_exclude_writes: the filesystem's buffered reads exclude buffered
  *                        writers (XFS): asynchronous P2P legs would not
  */

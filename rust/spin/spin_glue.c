@@ -538,19 +538,15 @@ static struct pci_dev *spin_disk_pci_dev(struct gendisk *disk)
 }
 
 /*
- * Is the disk built on other block devices (md, dm)? Asked per request, so
- * without blk_holder_mutex: a stack being built or torn down may be seen
- * either way, and either answer is safe (a disk without slaves and without
- * a PCI ancestor is refused).
+ * Is the disk built on other block devices (md, dm, an NVMe multipath head)?
+ * Asked per request: disk_is_stacked() reads the holder links without their
+ * lock, so a stack being built or torn down may be seen either way, and
+ * either answer is safe (a disk without slaves and without a PCI ancestor is
+ * refused).
  */
 static bool spin_disk_stacked(struct gendisk *disk)
 {
-#ifdef CONFIG_BLOCK_HOLDER_DEPRECATED
-	/* Unlocked on purpose: a stale answer is safe, see above. */
-	return data_race(!list_empty(&disk->slave_bdevs));
-#else
-	return false;
-#endif
+	return disk_is_stacked(disk);
 }
 
 /**
@@ -593,7 +589,7 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
 	info->offset_align = max(stat.dio_offset_align,
 				 bdev_logical_block_size(bdev));
 	info->mem_align = max(stat.dio_mem_align, bdev_dma_alignment(bdev) + 1);
-	info->generation = bd_holder_generation();
+	info->generation = disk_stack_generation();
 	info->stacked = spin_disk_stacked(bdev->bd_disk);
 	/*
 	 * XFS's buffered reads hold the IOLOCK shared, excluding buffered
@@ -615,14 +611,16 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
  * @out: filled with up to @max disks and their PCI devices
  * @max: room in @out
  *
- * Walks the holder links of @disk (md members, dm table devices) down to
- * the disks that hold no others, and reports each of those with its first
- * PCI ancestor: the devices that move the data of a bio sent to @disk. A
- * disk that holds no others is its own bottom. A disk without a PCI ancestor
- * (an NVMe multipath head, a loop device) is reported with @pdev %NULL.
+ * Walks @disk's stack (md members, dm table devices, the paths of an NVMe
+ * multipath head: disk_get_slaves()) down to the disks that are built on no
+ * others, and reports each of those with its first PCI ancestor: the devices
+ * that move the data of a bio sent to @disk. A disk that is not stacked is
+ * its own bottom. A disk without a PCI ancestor (a loop device) is reported
+ * with @pdev %NULL.
  *
  * Return: the number of disks stored, -%E2BIG if there are more than @max
- * or the stack is deeper than %SPIN_STACK_VISITS disks, or -%ENOMEM. The
+ * or the stack is deeper than %SPIN_STACK_VISITS disks, -%ENODEV if a
+ * stacked disk has nothing at its bottom, or -%ENOMEM. The
  * caller drops the PCI device references of the stored entries.
  */
 int spin_disk_members(struct gendisk *disk, struct spin_member *out,
@@ -670,6 +668,9 @@ int spin_disk_members(struct gendisk *disk, struct spin_member *out,
 		put_device(&slave->bd_device);
 	}
 	kfree(todo);
+	/* A multipath head without paths queues bios for a path yet unknown. */
+	if (!n && !ret)
+		ret = -ENODEV;
 	if (ret) {
 		while (n)
 			pci_dev_put(out[--n].pdev);

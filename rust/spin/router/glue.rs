@@ -121,9 +121,10 @@ pub(crate) struct FileInfo {
     pub(crate) mem_align: u32,
     /// The disk's PCI device, if one was found.
     pub(crate) client: Option<ARef<pci::Device>>,
-    /// The disk is built on others (md, dm); [`Request::members`] lists the disks under it.
+    /// The disk is built on others (md, dm, NVMe multipath); [`Request::members`] lists the disks
+    /// under it.
     pub(crate) stacked: bool,
-    /// The generation of the stacks of disks when `stacked` was found (`bd_holder_generation()`).
+    /// The generation of the stacks of disks when `stacked` was found (`disk_stack_generation()`).
     pub(crate) generation: u64,
     /// For fallback `distance`: the disk whose PCI device the GPU cannot reach (0 otherwise).
     pub(crate) member: u32,

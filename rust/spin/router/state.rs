@@ -308,9 +308,9 @@ impl Path {
 /// possible: `None` if it is, else the device number of the first disk refused (the file's own
 /// disk if it has no PCI device, or if its stack cannot be listed).
 ///
-/// A plain disk is its own bottom; a stacked one (md, dm) is walked down to the disks that hold
-/// no others, each of which must reach the GPU. The verdict is remembered per disk for the last
-/// GPU asked, and for a stacked disk until any stack of disks changes.
+/// A plain disk is its own bottom; a stacked one (md, dm, NVMe multipath) is walked down to the
+/// disks that are built on no others, each of which must reach the GPU. The verdict is remembered
+/// per disk for the last GPU asked, and for a stacked disk until any stack of disks changes.
 pub(crate) fn p2p_refused(req: &Request<'_>, info: &FileInfo, gpu: &pci::Device) -> Option<u32> {
     let cached = DISKS
         .lock()
