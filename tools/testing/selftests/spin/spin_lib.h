@@ -15,6 +15,9 @@
 #define SPIN_NVME1_SERIAL "spin-nvme1"	/* data disk with a 64 MiB CMB */
 #define SPIN_NVME2_SERIAL "spin-nvme2"	/* outside the switch: no P2P path to the GPU */
 #define SPIN_VBLK_SERIAL "spin-vblk"	/* virtio-blk: a queue without P2PDMA */
+/* NVMe subsystems of two controllers sharing a namespace: multipath heads */
+#define SPIN_MPNEAR_SERIAL "spin-mpnear"	/* both controllers behind the switch */
+#define SPIN_MPFAR_SERIAL "spin-mpfar"	/* one of them on the root bus */
 #define SPIN_GPU_VENDOR 0x1af4		/* ivshmem-plain: the stand-in GPU */
 #define SPIN_GPU_DEVICE 0x1110
 #define SPIN_GPU_BAR 2

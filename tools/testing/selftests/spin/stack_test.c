@@ -27,8 +27,17 @@
  * size once every stack is gone.
  * Then a RAID-1 leg is failed with mdadm --fail while a reader keeps reading
  * the file into GPU memory: every read returns the right bytes.
+ *
+ * NVMe multipath heads are stacks too: the rig has two subsystems of two
+ * controllers sharing a namespace. spin-mpnear has both controllers behind
+ * the GPU's switch: P2P, and with the round-robin I/O policy both paths must
+ * serve reads. spin-mpfar has one on the root bus: fallback "distance" with
+ * that path named. Then that path's controller is removed from the PCI bus
+ * (reads must go P2P over the path left) and found again by a rescan (the
+ * fallback is back): the head's verdict follows its paths.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -67,6 +76,7 @@ enum expect { P2P, QUEUE, DISTANCE };
 
 struct stack {
 	const char *name;
+	const char *mpath;	/* an NVMe multipath head: the subsystem's serial */
 	const char *level;	/* md: the RAID level; NULL for dm */
 	int far;		/* members: spin-nvme0 + spin-nvme2 instead of spin-nvme1 */
 	int spread;		/* both members must serve reads of the file */
@@ -78,6 +88,12 @@ static char gpu[PATH_MAX];
 static uint8_t *gmem;
 static uint8_t *host;
 static char dev0[64], dev1[64], dev2[64];	/* /dev/nvmeXn1 of spin-nvme0, 1, 2 */
+/*
+ * The disks at the bottom of the stack being tested (names in /sys/block):
+ * two members, and the one the GPU cannot reach for a "distance" stack.
+ */
+static char mem0[64], mem1[64], far[64];
+static char stack_disk[64];	/* the stack being tested (md0, dm-N, nvmeXnY) */
 static pid_t main_pid;
 static int mounted, md_made, dm_made;
 
@@ -129,11 +145,17 @@ static int uncache(void)
 	return spin_write_file("/proc/sys/vm/drop_caches", "3");
 }
 
+/* The name in /sys/block of @dev, a name or a /dev path. */
+static const char *base(const char *dev)
+{
+	return strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+}
+
 static long long sectors(const char *dev)
 {
 	char path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "/sys/block/%s/size", strrchr(dev, '/') + 1);
+	snprintf(path, sizeof(path), "/sys/block/%s/size", base(dev));
 	return spin_read_ll(path);
 }
 
@@ -143,20 +165,43 @@ static long long sectors_read(const char *dev)
 	char path[PATH_MAX], buf[256];
 	long long v[3];
 
-	snprintf(path, sizeof(path), "/sys/block/%s/stat", strrchr(dev, '/') + 1);
+	snprintf(path, sizeof(path), "/sys/block/%s/stat", base(dev));
 	if (spin_read_file(path, buf, sizeof(buf)) < 0 ||
 	    sscanf(buf, "%lld %lld %lld", &v[0], &v[1], &v[2]) != 3)
 		return -1;
 	return v[2];
 }
 
-/* "MAJ:MIN" of a disk, from /sys/block/<name>/dev. */
+/*
+ * "MAJ:MIN" of a disk, from /sys/block/<name>/dev. A hidden disk (an NVMe
+ * path under a multipath head) has no device number in sysfs: its number is
+ * taken from the member line of the stack being tested
+ * (/sys/block/<stack>/spin/p2p) that names the disk's PCI function.
+ */
 static int devt_of(const char *name, char *out, size_t len)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], real[PATH_MAX], buf[4096], want[80];
+	char *p;
 
 	snprintf(path, sizeof(path), "/sys/block/%s/dev", name);
-	return spin_read_file(path, out, len) ? -1 : 0;
+	if (!spin_read_file(path, out, len))
+		return 0;
+	snprintf(path, sizeof(path), "/sys/block/%s/device/device", name);
+	if (!stack_disk[0] || !realpath(path, real))
+		return -1;
+	snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", stack_disk);
+	if (spin_read_file(path, buf, sizeof(buf)))
+		return -1;
+	snprintf(want, sizeof(want), " %.64s\n", strrchr(real, '/') + 1);
+	p = strstr(buf, want);
+	if (!p)
+		return -1;
+	*p = 0;
+	p = strrchr(buf, '\n') ? strrchr(buf, '\n') + 1 : buf;
+	if (strncmp(p, "member ", 7))
+		return -1;
+	snprintf(out, len, "%s", p + 7);
+	return 0;
 }
 
 /* The dm-N name of the dm device DM_NAME. */
@@ -206,11 +251,121 @@ static int table_crypt(FILE *f)
 	return 0;
 }
 
-/* Builds the stack; fills @disk with its name (md0, dm-N). */
+/* Is the PCI function of the disk @name on the root bus (outside the switch)? */
+static int on_root_bus(const char *name)
+{
+	char path[PATH_MAX], real[PATH_MAX];
+	int n = 0;
+
+	/* /sys/block/<path disk>/device is the controller, its device the PCI function. */
+	snprintf(path, sizeof(path), "/sys/block/%s/device/device", name);
+	if (!realpath(path, real))
+		return -1;
+	/* /sys/devices/pci0000:00/0000:00:NN.F: one PCI function in the path. */
+	for (char *save, *c = strtok_r(real, "/", &save); c; c = strtok_r(NULL, "/", &save))
+		n += !strncmp(c, "0000:", 5);
+	return n == 1;
+}
+
+/*
+ * The path disks of the multipath head @head (the links in
+ * /sys/block/<head>/multipath): the first two in @p0 and @p1, the one on the
+ * root bus in @rb (each 64 bytes or NULL; "" if there is none). Returns the
+ * number of paths, -1 if @head is not a multipath head.
+ */
+static int mpath_paths(const char *head, char *p0, char *p1, char *rb)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/multipath", head);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	if (p1)
+		p1[0] = 0;
+	if (rb)
+		rb[0] = 0;
+	while ((e = readdir(d))) {
+		char *slot = n == 0 ? p0 : n == 1 ? p1 : NULL;
+
+		if (strncmp(e->d_name, "nvme", 4))
+			continue;
+		if (slot)
+			snprintf(slot, 64, "%.63s", e->d_name);
+		if (rb && on_root_bus(e->d_name) == 1)
+			snprintf(rb, 64, "%.63s", e->d_name);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * @out (64 bytes) gets the disk at the bottom of the rig's NVMe disk @dev:
+ * QEMU's controllers report a multi-controller subsystem, so with
+ * CONFIG_NVME_MULTIPATH each namespace is a head over one hidden path disk,
+ * which is what a stack over it bottoms out in.
+ */
+static void bottom(const char *dev, char *out)
+{
+	char p0[64];
+
+	snprintf(out, 64, "%s", mpath_paths(base(dev), p0, NULL, NULL) == 1 ? p0 : base(dev));
+}
+
+/* Waits up to 30 s until the head @head has @want paths; returns how many it has. */
+static int mpath_wait(const char *head, int want)
+{
+	int n = -1;
+
+	for (int t = 0; t < 300; t++) {
+		n = mpath_paths(head, mem0, mem1, far);
+		if (n == want)
+			break;
+		usleep(100 * 1000);
+	}
+	return n;
+}
+
+/* Builds the stack; fills @disk with its name (md0, dm-N, nvmeXnY). */
 static int build(const struct stack *s, char *disk, size_t len)
 {
 	const char *second = s->far ? dev2 : dev1;
+	char dev[64];
 	FILE *f;
+
+	if (s->mpath) {
+		/* Made by the kernel at boot: the head with the subsystem's serial. */
+		if (spin_nvme_blockdev(s->mpath, dev, sizeof(dev))) {
+			ksft_print_msg("%s: no head disk with serial %s\n", s->name, s->mpath);
+			return -1;
+		}
+		snprintf(disk, len, "%.31s", base(dev));
+		snprintf(stack_disk, sizeof(stack_disk), "%s", disk);
+		if (mpath_paths(disk, mem0, mem1, far) != 2) {
+			ksft_print_msg("%s: %s does not have two paths\n", s->name, disk);
+			return -1;
+		}
+		if (s->spread) {
+			char pol[PATH_MAX];
+
+			/* Alternate the paths, so that both carry P2P reads. */
+			snprintf(pol, sizeof(pol), "/sys/block/%s/device/iopolicy", disk);
+			if (spin_write_file(pol, "round-robin")) {
+				ksft_print_msg("%s: %s: %s\n", s->name, pol, strerror(errno));
+				return -1;
+			}
+		}
+		return 0;
+	}
+	bottom(dev0, mem0);
+	bottom(second, mem1);
+	far[0] = 0;
+	if (s->far)
+		bottom(dev2, far);
 
 	/* Old superblocks and filesystems must not be taken for anything. */
 	if (sh("mdadm --zero-superblock %s %s %s >/dev/null 2>&1; true", dev0, dev1, dev2) ||
@@ -225,6 +380,7 @@ static int build(const struct stack *s, char *disk, size_t len)
 			return -1;
 		md_made = 1;
 		snprintf(disk, len, "md0");
+		snprintf(stack_disk, sizeof(stack_disk), "md0");
 		return 0;
 	}
 	f = fopen(TABLE, "w");
@@ -237,7 +393,10 @@ static int build(const struct stack *s, char *disk, size_t len)
 	if (sh("DM_DISABLE_UDEV=1 dmsetup create --noudevsync " DM_NAME " " TABLE))
 		return -1;
 	dm_made = 1;
-	return dm_disk(disk, len);
+	if (dm_disk(disk, len))
+		return -1;
+	snprintf(stack_disk, sizeof(stack_disk), "%s", disk);
+	return 0;
 }
 
 struct counters {
@@ -309,7 +468,7 @@ static int read_check(int fd, char *why, size_t wl)
  */
 static void verdict(const struct stack *s, const char *disk)
 {
-	char path[PATH_MAX], buf[4096], want[128], far[32] = "", m0[32] = "", m1[32] = "";
+	char path[PATH_MAX], buf[4096], want[128], fd[32] = "", m0[32] = "", m1[32] = "";
 	const char *bdf = strrchr(gpu, '/') ? strrchr(gpu, '/') + 1 : gpu;
 	int ok, members = 0;
 
@@ -317,28 +476,28 @@ static void verdict(const struct stack *s, const char *disk)
 	ok = !spin_read_file(path, buf, sizeof(buf));
 	for (const char *p = buf; ok && (p = strstr(p, "member ")); p++)
 		members++;
-	devt_of(strrchr(dev0, '/') + 1, m0, sizeof(m0));
-	devt_of(strrchr(s->far ? dev2 : dev1, '/') + 1, m1, sizeof(m1));
+	devt_of(mem0, m0, sizeof(m0));
+	devt_of(mem1, m1, sizeof(m1));
 	if (s->expect == DISTANCE) {
-		devt_of(strrchr(dev2, '/') + 1, far, sizeof(far));
-		snprintf(want, sizeof(want), "provider %.32s distance %s", bdf, far);
+		devt_of(far, fd, sizeof(fd));
+		snprintf(want, sizeof(want), "provider %.32s distance %s", bdf, fd);
 	} else {
 		snprintf(want, sizeof(want), "provider %.32s %s", bdf,
 			 s->expect == P2P ? "ok" : "queue");
 	}
-	ok = ok && strstr(buf, want) && strstr(buf, m0);
+	ok = ok && strstr(buf, want) && strstr(buf, m0) && (s->expect != DISTANCE || fd[0]);
 	/* Two members, except dm-crypt over one disk. */
 	ok = ok && (s->table == table_crypt ? members == 1 : members == 2 && strstr(buf, m1));
 	ksft_test_result(ok, "%s: /sys/block/%s/spin/p2p: \"%s\", %d members\n", s->name, disk,
 			 want, members);
 	if (!ok)
-		ksft_print_msg("%s\n", buf);
+		ksft_print_msg("members wanted %s and %s; got:\n%s\n", m0, m1, buf);
 }
 
 /* Reads and writes on the filesystem at MNT on @disk; one result each. */
 static void exercise(const struct stack *s, const char *fs, const char *disk)
 {
-	char stat[PATH_MAX], path[PATH_MAX], why[256] = "ok", far[32] = "";
+	char stat[PATH_MAX], path[PATH_MAX], why[256] = "ok", fd_t[32] = "";
 	struct counters a, b;
 	long long m0a, m1a, m0b, m1b;
 	int fd, ok;
@@ -347,7 +506,7 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 	snprintf(stat, sizeof(stat), "/sys/block/%s/spin/stat", disk);
 	snprintf(path, sizeof(path), MNT "/f");
 	if (s->expect == DISTANCE)
-		devt_of(strrchr(dev2, '/') + 1, far, sizeof(far));
+		devt_of(far, fd_t, sizeof(fd_t));
 
 	/* The file, written by the CPU, then read uncached into GPU memory. */
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -358,12 +517,12 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 		snprintf(why, sizeof(why), "writing the file: %s", strerror(errno));
 	trace_clear();
 	counters(stat, &a);
-	m0a = sectors_read(dev0);
-	m1a = sectors_read(s->far ? dev2 : dev1);
+	m0a = sectors_read(mem0);
+	m1a = sectors_read(mem1);
 	ok = ok && !read_check(fd, why, sizeof(why));
 	counters(stat, &b);
-	m0b = sectors_read(dev0);
-	m1b = sectors_read(s->far ? dev2 : dev1);
+	m0b = sectors_read(mem0);
+	m1b = sectors_read(mem1);
 	if (ok && b.ioerr != a.ioerr) {
 		snprintf(why, sizeof(why), "fallback_io_error +%lld", b.ioerr - a.ioerr);
 		ok = 0;
@@ -381,10 +540,10 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 		ok = 0;
 	}
 	if (ok && s->expect == DISTANCE &&
-	    (b.fb_distance <= a.fb_distance || !traced(disk, "distance", far))) {
+	    (b.fb_distance <= a.fb_distance || !traced(disk, "distance", fd_t))) {
 		snprintf(why, sizeof(why), "fallback_distance +%lld, trace %s member=%s",
 			 b.fb_distance - a.fb_distance,
-			 traced(disk, "distance", far) ? "names" : "does not name", far);
+			 traced(disk, "distance", fd_t) ? "names" : "does not name", fd_t);
 		ok = 0;
 	}
 	if (ok && s->spread && (m0b - m0a < 1024 || m1b - m1a < 1024)) {
@@ -454,7 +613,7 @@ static void raid1_fail(void)
 
 	teardown();
 	{
-		const struct stack r1 = { "md RAID-1", "1", 0, 0, NULL, P2P };
+		const struct stack r1 = { "md RAID-1", NULL, "1", 0, 0, NULL, P2P };
 
 		if (build(&r1, disk, sizeof(disk)) ||
 		    sh("mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1 " MD_DEV) ||
@@ -497,30 +656,184 @@ static void raid1_fail(void)
 	teardown();
 }
 
+static const struct {
+	const char *type, *mkfs;
+} fss[] = {
+	{ "ext4", "mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1" },
+	{ "xfs", "mkfs.xfs -q -f -K" },
+};
+
+/* Results of run_stack() for one stack. */
+#define STACK_RESULTS (ARRAY_SIZE(fss) * 2 + 1)
+
+/*
+ * Builds stack @s (index @i of the md and dm stacks, -1 for a multipath
+ * head), checks its verdict and exercises ext4 and xfs on it.
+ */
+static void run_stack(int i, const struct stack *s)
+{
+	char disk[32], dev[64];
+
+	if (build(s, disk, sizeof(disk))) {
+		for (size_t j = 0; j < STACK_RESULTS + (i == 1); j++)
+			ksft_test_result_fail("%s: building the stack\n", s->name);
+		teardown();
+		return;
+	}
+	snprintf(dev, sizeof(dev), "/dev/%s", disk);
+	ksft_print_msg("%s: %s\n", s->name, dev);
+	verdict(s, disk);
+	/*
+	 * spin's state goes with the disk: the first md0 gets a cost
+	 * parameter of its own, the next md0 (same device number) must
+	 * start with the default and zero counters.
+	 */
+	if (i == 0 && spin_write_file("/sys/block/md0/spin/s_cutoff", "4096"))
+		ksft_print_msg("setting md0's s_cutoff: %s\n", strerror(errno));
+	if (i == 1) {
+		long long sc = spin_read_ll("/sys/block/md0/spin/s_cutoff");
+		long long rq = spin_stat_get("/sys/block/md0/spin/stat", "requests");
+
+		ksft_test_result(sc == 131072 && rq == 0,
+				 "a new md0 starts fresh: s_cutoff %lld (want 131072), %s %lld\n",
+				 sc, "requests", rq);
+	}
+	for (size_t j = 0; j < ARRAY_SIZE(fss); j++) {
+		if (sh("%s %s >/dev/null 2>&1", fss[j].mkfs, dev) ||
+		    mount(dev, MNT, fss[j].type, 0, NULL)) {
+			for (int k = 0; k < 2; k++)
+				ksft_test_result_fail("%s, %s: mkfs and mount\n", s->name,
+						      fss[j].type);
+			continue;
+		}
+		mounted = 1;
+		exercise(s, fss[j].type, disk);
+		if (umount(MNT))
+			ksft_print_msg("umount: %s\n", strerror(errno));
+		mounted = 0;
+	}
+	teardown();
+}
+
+/*
+ * Reads the file left on the multipath head @head (xfs, from run_stack())
+ * into GPU memory and checks the bytes and the path taken: P2P with
+ * @want_p2p, else fallback "distance" naming the path in far.
+ */
+static int mpath_read(const char *head, int want_p2p, char *why, size_t wl)
+{
+	char stat[PATH_MAX], dev[64], fd_t[32] = "";
+	struct counters a, b;
+	int fd, ok;
+
+	snprintf(stat, sizeof(stat), "/sys/block/%s/spin/stat", head);
+	snprintf(dev, sizeof(dev), "/dev/%s", head);
+	if (mount(dev, MNT, "xfs", 0, NULL)) {
+		snprintf(why, wl, "mount: %s", strerror(errno));
+		return -1;
+	}
+	mounted = 1;
+	fd = open(MNT "/f", O_RDONLY);
+	trace_clear();
+	counters(stat, &a);
+	/* exercise() left pattern 7 around its write, pattern 8 inside it. */
+	ok = fd >= 0 && !uncache() && pread(fd, gmem, FILE_LEN, 0) == (ssize_t)FILE_LEN;
+	if (fd >= 0 && !ok)
+		snprintf(why, wl, "pread into GPU memory: %s", strerror(errno));
+	ok = ok && !spin_gpu_check(gpu, gmem, WR_POS, 7, 0, why, wl) &&
+	     !spin_gpu_check(gpu, gmem + WR_POS, WR_LEN, 8, WR_POS, why, wl) &&
+	     !spin_gpu_check(gpu, gmem + WR_POS + WR_LEN, FILE_LEN - WR_POS - WR_LEN, 7,
+			     WR_POS + WR_LEN, why, wl);
+	counters(stat, &b);
+	if (fd < 0)
+		snprintf(why, wl, "open: %s", strerror(errno));
+	if (!want_p2p)
+		devt_of(far, fd_t, sizeof(fd_t));
+	if (ok && want_p2p && b.p2p - a.p2p < (long long)(FILE_LEN / 2)) {
+		snprintf(why, wl, "bytes_p2p +%lld of %lu", b.p2p - a.p2p, FILE_LEN);
+		ok = 0;
+	}
+	if (ok && !want_p2p && (b.p2p != a.p2p || b.fb_distance <= a.fb_distance ||
+				!traced(head, "distance", fd_t))) {
+		snprintf(why, wl, "bytes_p2p +%lld, fallback_distance +%lld, member=%s %s",
+			 b.p2p - a.p2p, b.fb_distance - a.fb_distance, fd_t,
+			 traced(head, "distance", fd_t) ? "traced" : "not traced");
+		ok = 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	teardown();
+	return ok ? 0 : -1;
+}
+
+/*
+ * The far head's root-bus path goes away (its controller is removed from
+ * the PCI bus) and comes back (a rescan): the verdict and the path of reads
+ * must follow.
+ */
+static void mpath_change(const char *serial)
+{
+	char dev[64], head[64], pci[PATH_MAX], path[PATH_MAX + 16], why[256] = "ok";
+	int ok, n;
+
+	if (spin_nvme_blockdev(serial, dev, sizeof(dev)) ||
+	    mpath_paths(base(dev), mem0, mem1, far) != 2 || !far[0]) {
+		ksft_test_result_fail("multipath: a path removed: no head with a far path\n");
+		ksft_test_result_fail("multipath: the path back: no head with a far path\n");
+		return;
+	}
+	snprintf(head, sizeof(head), "%s", base(dev));
+	snprintf(path, sizeof(path), "/sys/block/%s/device/device", far);
+	ok = !!realpath(path, pci);
+	snprintf(path, sizeof(path), "%s/remove", pci);
+	ok = ok && !spin_write_file(path, "1");
+	n = mpath_wait(head, 1);
+	if (!ok || n != 1)
+		snprintf(why, sizeof(why), "removing %.200s: %d paths left", pci, n);
+	else if (mpath_read(head, 1, why, sizeof(why)))
+		ok = 0;
+	ksft_test_result(ok && n == 1,
+			 "multipath: %s's root-bus path removed: P2P over the path left (%s)\n",
+			 head, why);
+
+	snprintf(why, sizeof(why), "ok");
+	ok = !spin_write_file("/sys/bus/pci/rescan", "1");
+	n = mpath_wait(head, 2);
+	if (!ok || n != 2 || !far[0]) {
+		snprintf(why, sizeof(why), "rescan: %d paths, far path %s", n, far[0] ? far : "-");
+		ok = 0;
+	} else if (mpath_read(head, 0, why, sizeof(why))) {
+		ok = 0;
+	}
+	ksft_test_result(ok, "multipath: %s's root-bus path back: fallback distance, %s (%s)\n",
+			 head, far, why);
+}
+
 int main(void)
 {
 	static const struct stack stacks[] = {
-		{ "md RAID-0 (nvme0 + nvme1)", "0", 0, 1, NULL, P2P },
-		{ "md RAID-1 (nvme0 + nvme1)", "1", 0, 0, NULL, P2P },
-		{ "md RAID-10 (nvme0 + nvme1)", "10", 0, 0, NULL, P2P },
-		{ "dm-stripe (nvme0 + nvme1)", NULL, 0, 1, table_stripe, P2P },
-		{ "dm-linear (alternating nvme0, nvme1)", NULL, 0, 0, table_linear, P2P },
-		{ "dm-crypt (nvme0)", NULL, 0, 0, table_crypt, QUEUE },
+		{ "md RAID-0 (nvme0 + nvme1)", NULL, "0", 0, 1, NULL, P2P },
+		{ "md RAID-1 (nvme0 + nvme1)", NULL, "1", 0, 0, NULL, P2P },
+		{ "md RAID-10 (nvme0 + nvme1)", NULL, "10", 0, 0, NULL, P2P },
+		{ "dm-stripe (nvme0 + nvme1)", NULL, NULL, 0, 1, table_stripe, P2P },
+		{ "dm-linear (alternating nvme0, nvme1)", NULL, NULL, 0, 0, table_linear, P2P },
+		{ "dm-crypt (nvme0)", NULL, NULL, 0, 0, table_crypt, QUEUE },
 		/* Last of the md arrays: reuses md0's device number. */
-		{ "md RAID-0 (nvme0 + nvme2)", "0", 1, 0, NULL, DISTANCE },
+		{ "md RAID-0 (nvme0 + nvme2)", NULL, "0", 1, 0, NULL, DISTANCE },
 	};
-	static const struct {
-		const char *type, *mkfs;
-	} fss[] = {
-		{ "ext4", "mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1" },
-		{ "xfs", "mkfs.xfs -q -f -K" },
+	static const struct stack mpaths[] = {
+		{ "NVMe multipath (both paths behind the switch)", SPIN_MPNEAR_SERIAL, NULL, 0, 1,
+		  NULL, P2P },
+		{ "NVMe multipath (a path on the root bus)", SPIN_MPFAR_SERIAL, NULL, 1, 0, NULL,
+		  DISTANCE },
 	};
 	long long entries;
 	int heap, buf;
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(stacks) * (ARRAY_SIZE(fss) * 2 + 1) + 3);
+	ksft_set_plan(ARRAY_SIZE(stacks) * STACK_RESULTS + 3 + ARRAY_SIZE(mpaths) * STACK_RESULTS +
+		      2);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	if (spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
@@ -543,50 +856,8 @@ int main(void)
 	atexit(restore);
 	entries = spin_stat_get(SPIN_SYS "/stat", "disk_entries");
 
-	for (size_t i = 0; i < ARRAY_SIZE(stacks); i++) {
-		const struct stack *s = &stacks[i];
-		char disk[32], dev[64];
-
-		if (build(s, disk, sizeof(disk))) {
-			for (size_t j = 0; j < ARRAY_SIZE(fss) * 2 + 1 + (i == 1); j++)
-				ksft_test_result_fail("%s: building the stack\n", s->name);
-			teardown();
-			continue;
-		}
-		snprintf(dev, sizeof(dev), "/dev/%s", disk);
-		ksft_print_msg("%s: %s\n", s->name, dev);
-		verdict(s, disk);
-		/*
-		 * spin's state goes with the disk: the first md0 gets a cost
-		 * parameter of its own, the next md0 (same device number) must
-		 * start with the default and zero counters.
-		 */
-		if (i == 0 && spin_write_file("/sys/block/md0/spin/s_cutoff", "4096"))
-			ksft_print_msg("setting md0's s_cutoff: %s\n", strerror(errno));
-		if (i == 1) {
-			long long sc = spin_read_ll("/sys/block/md0/spin/s_cutoff");
-			long long rq = spin_stat_get("/sys/block/md0/spin/stat", "requests");
-
-			ksft_test_result(sc == 131072 && rq == 0,
-					 "a new md0 starts fresh: s_cutoff %lld (want 131072), %s %lld\n",
-					 sc, "requests", rq);
-		}
-		for (size_t j = 0; j < ARRAY_SIZE(fss); j++) {
-			if (sh("%s %s >/dev/null 2>&1", fss[j].mkfs, dev) ||
-			    mount(dev, MNT, fss[j].type, 0, NULL)) {
-				for (int k = 0; k < 2; k++)
-					ksft_test_result_fail("%s, %s: mkfs and mount\n", s->name,
-							      fss[j].type);
-				continue;
-			}
-			mounted = 1;
-			exercise(s, fss[j].type, disk);
-			if (umount(MNT))
-				ksft_print_msg("umount: %s\n", strerror(errno));
-			mounted = 0;
-		}
-		teardown();
-	}
+	for (size_t i = 0; i < ARRAY_SIZE(stacks); i++)
+		run_stack(i, &stacks[i]);
 	raid1_fail();
 	{
 		long long n = -1;
@@ -602,6 +873,10 @@ int main(void)
 				 "spin's disk table is back to %lld entries after the stacks went (%lld)\n",
 				 entries, n);
 	}
+	/* The multipath heads stay: after the table's check. */
+	for (size_t i = 0; i < ARRAY_SIZE(mpaths); i++)
+		run_stack(-1, &mpaths[i]);
+	mpath_change(SPIN_MPFAR_SERIAL);
 	munmap(gmem, GPU_LEN);
 	close(buf);
 	close(heap);

@@ -175,15 +175,19 @@ static void test_sysfs(struct disk *near, struct disk *far, struct disk *vblk)
 
 		snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", d->name);
 		snprintf(want, sizeof(want), "provider %s %s", gpu_bdf, cases[i].want);
-		snprintf(devt, sizeof(devt), "/sys/block/%s/dev", d->name);
 		ok = !spin_read_file(path, buf, sizeof(buf)) && strstr(buf, want);
-		/* distance names the disk itself: it has no stack. */
+		/*
+		 * distance names the member whose PCI function is spin-nvme2's:
+		 * with NVMe multipath the disk is a head over one path disk.
+		 */
 		if (ok && cases[i].which == 1) {
-			char dv[32], named[192];
+			char pci[PATH_MAX], named[160], *dv = strstr(buf, want) + strlen(want);
 
-			ok = !spin_read_file(devt, dv, sizeof(dv));
-			snprintf(named, sizeof(named), "%s %s", want, dv);
-			ok = ok && strstr(buf, named);
+			ok = *dv == ' ' && !spin_nvme_pcidir(d->serial, pci, sizeof(pci));
+			snprintf(devt, sizeof(devt), "%.*s", (int)strcspn(dv + 1, "\n"), dv + 1);
+			snprintf(named, sizeof(named), "member %s %s\n", devt,
+				 ok ? strrchr(pci, '/') + 1 : "?");
+			ok = ok && devt[0] && strstr(buf, named);
 		}
 		ksft_test_result(ok, "%s: /sys/block/%s/spin/p2p says \"%s\"\n", d->what, d->name,
 				 want);

@@ -10,6 +10,8 @@ unpublished (p2pdma_bar.defer_below_mib=16), a provider whose memory is publishe
 (unbind_test). p2pdma needs the switch: devices on the flat q35 bus do not share an upstream bridge.
 Outside the switch, on the root bus: NVMe spin-nvme2 (P2P-capable queue, but no P2P path to
 the GPU) and virtio-blk spin-vblk (a queue without P2P): the cases where spin must fall back.
+Two NVMe subsystems of two controllers each share a namespace (multipath heads): spin-mpnear
+with both controllers behind the switch, spin-mpfar with one behind it and one on the root bus.
 
 Serial ports: ttyS0 is the console (console.log), ttyS1 the results channel (results.log),
 ttyS2 the GPU agent: a host-side helper that reads and writes the stand-in GPU memory from the
@@ -91,6 +93,23 @@ def qemu_args(a, out, shm, sock):
         # A second, small provider behind the switch whose memory is published late.
         "-object", "memory-backend-ram,id=latemem,share=on,size=8M",
         "-device", "ivshmem-plain,memdev=latemem,bus=dp3",
+        # NVMe multipath: two subsystems of two controllers (the same serial, as a
+        # dual-ported drive has) sharing one namespace; the kernel makes a head disk over
+        # the two paths. spin-mpnear has both controllers behind the switch (P2P),
+        # spin-mpfar one behind it and one on the root bus (fallback distance).
+        "-device", "xio3130-downstream,id=dp4,bus=up0,chassis=6,slot=4",
+        "-device", "xio3130-downstream,id=dp5,bus=up0,chassis=7,slot=5",
+        "-device", "xio3130-downstream,id=dp6,bus=up0,chassis=8,slot=6",
+        "-device", "nvme-subsys,id=mpnear,nqn=spin-mpnear",
+        "-device", "nvme,id=mpnear0,serial=spin-mpnear,subsys=mpnear,bus=dp4",
+        "-device", "nvme,id=mpnear1,serial=spin-mpnear,subsys=mpnear,bus=dp5",
+        "-drive", f"file={out}/mpnear.img,if=none,id=mpn,format=raw,cache=none,aio=threads",
+        "-device", "nvme-ns,drive=mpn,nsid=1,shared=on,bus=mpnear0",
+        "-device", "nvme-subsys,id=mpfar,nqn=spin-mpfar",
+        "-device", "nvme,id=mpfar0,serial=spin-mpfar,subsys=mpfar,bus=dp6",
+        "-device", "nvme,id=mpfar1,serial=spin-mpfar,subsys=mpfar,bus=pcie.0",
+        "-drive", f"file={out}/mpfar.img,if=none,id=mpf,format=raw,cache=none,aio=threads",
+        "-device", "nvme-ns,drive=mpf,nsid=1,shared=on,bus=mpfar0",
     ]
     return args
 
@@ -142,7 +161,7 @@ def main():
         if os.path.exists(os.path.join(out, f)):
             os.unlink(os.path.join(out, f))
     for name, mib in (("nvme0", a.nvme_mib), ("nvme1", a.nvme_mib), ("nvme2", 512),
-                      ("vblk", 512)):
+                      ("vblk", 512), ("mpnear", 512), ("mpfar", 512)):
         with open(os.path.join(out, f"{name}.img"), "wb") as f:
             f.truncate(mib << 20)
     for f in (a.kernel, a.initrd):
