@@ -108,7 +108,7 @@ fn disk(name: &str) -> Disk {
             ["queue", q] => d.queue = *q == "1",
             ["member", devt, pci] => d.members.push(Member {
                 devt: devt.to_string(),
-                disk: sys::disk_name(devt),
+                disk: sys::disk_name(devt).or_else(|| sys::mpath_path_of(pci)),
                 pci: (*pci != "-").then(|| pci.to_string()),
             }),
             ["members", "error", e] => {

@@ -52,6 +52,9 @@ pub fn spin_disks() -> Vec<String> {
         .flatten()
         .flatten()
         .filter(|e| e.path().join("spin/stat").exists())
+        // Hidden disks (the paths under an NVMe multipath head) have no device number: no
+        // one opens them, their head is the disk.
+        .filter(|e| e.path().join("dev").exists())
         // Unbound loop devices and empty drives: nothing to read from.
         .filter(|e| read_u64(e.path().join("size")).unwrap_or(0) > 0)
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -75,6 +78,31 @@ pub fn disk_of(maj: u32, min: u32) -> Option<String> {
 pub fn disk_name(devt: &str) -> Option<String> {
     let (a, b) = devt.split_once(':')?;
     disk_of(a.parse().ok()?, b.parse().ok()?)
+}
+
+/// The hidden NVMe path disk (`nvmeXcYnZ`, listed under some multipath head's
+/// `/sys/block/<head>/multipath/`) whose controller is PCI function `pci`, if exactly one is:
+/// a hidden disk has no device number to look it up by.
+pub fn mpath_path_of(pci: &str) -> Option<String> {
+    let mut found: Vec<String> = fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|e| {
+            fs::read_dir(e.path().join("multipath"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|p| p.file_name().to_string_lossy().into_owned())
+        .filter(|p| {
+            fs::canonicalize(format!("/sys/block/{p}/device/device"))
+                .ok()
+                .is_some_and(|r| r.file_name().is_some_and(|n| n == pci))
+        })
+        .collect();
+    found.dedup();
+    (found.len() == 1).then(|| found.remove(0))
 }
 
 /// The PCI functions from the root bus down to `bdf`, from its sysfs path.
