@@ -12,7 +12,10 @@
  *    and page-cache copies in pagecache mode, written to sysfs so that auto
  *    decides with the rig's costs and not a Gen4 SSD's (router_bench.model=
  *    default keeps the kernel's defaults; .model=tool applies the fit of the
- *    user tool instead, /usr/bin/spin calibrate --apply on the bench's file).
+ *    user tool instead, /usr/bin/spin calibrate --apply on the bench's file;
+ *    .model=both keeps both fits and adds a fourth mode to every round,
+ *    "tool": auto with the tool's fit, while auto runs with the bench's, so
+ *    that one run compares the two fits cell by cell, issue #14).
  * 3. The TIOtest-like matrix: sequential reads of 512 B .. 8 MiB per call and
  *    random reads of 512 B .. 1 MiB over a file on ext4 on spin-nvme0, with 0,
  *    50 (alternating chunks, 1 MiB by default) and 100% of the file resident in
@@ -44,6 +47,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -75,14 +79,17 @@
 #define MODE_PATH "/sys/kernel/spin/mode"
 #define MAX_ROUNDS 15
 
-enum { M_AUTO, M_P2P, M_PC, NMODES };
-static const char *const mode_name[NMODES] = { "auto", "p2p", "pagecache" };
+/* M_TOOL: auto with the user tool's fit (.model=both only). */
+enum { M_AUTO, M_P2P, M_PC, M_TOOL, NMODES };
+static const char *const mode_name[NMODES] = { "auto", "p2p", "pagecache", "tool" };
+static int nmodes = M_TOOL;	/* M_TOOL too with .model=both */
+static long long fit_model[4], tool_model[4];
 
 static struct {
 	long file_mib, rounds, max_rounds, budget_s, chunk_kib, cpu_rounds, tmax_ms;
 	long long bps, iops;
-	int cpuonly, model_default, model_tool, norouter;
-} opt = { 64, 5, 9, 780, 1024, 16, 1000, 0, 0, 0, 0, 0 };
+	int cpuonly, model_default, model_tool, model_both, norouter;
+} opt = { 64, 5, 9, 780, 1024, 16, 1000, 0, 0, 0, 0, 0, 0 };
 
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
 static size_t file_len, chunk;
@@ -135,8 +142,12 @@ static void parse_opts(void)
 	opt.norouter = cmdline_ll("norouter", opt.norouter);
 	opt.model_default = model && !strcmp(model, "default");
 	opt.model_tool = model && !strcmp(model, "tool");
-	if (model && !opt.model_default && !opt.model_tool && strcmp(model, "fit"))
-		die("router_bench.model=%s: want fit (the default), default or tool", model);
+	opt.model_both = model && !strcmp(model, "both");
+	if (model && !opt.model_default && !opt.model_tool && !opt.model_both &&
+	    strcmp(model, "fit"))
+		die("router_bench.model=%s: want fit (the default), default, tool or both", model);
+	if (opt.model_both && !opt.norouter)
+		nmodes = NMODES;
 	if (opt.file_mib < 16 || opt.file_mib > 512 || opt.file_mib % 8)
 		die("router_bench.file_mib=%ld: want a multiple of 8 in 16..512", opt.file_mib);
 	if (opt.max_rounds < opt.rounds)
@@ -166,13 +177,15 @@ static void set_mode(int m)
 {
 	char got[32];
 
+	const char *k = mode_name[m == M_TOOL ? M_AUTO : m];
+
 	if (opt.norouter)
 		return;
-	if (sysfs_write(MODE_PATH, mode_name[m]) || spin_read_file(MODE_PATH, got, sizeof(got)))
-		die("cannot set %s to %s: %s", MODE_PATH, mode_name[m], strerror(errno));
+	if (sysfs_write(MODE_PATH, k) || spin_read_file(MODE_PATH, got, sizeof(got)))
+		die("cannot set %s to %s: %s", MODE_PATH, k, strerror(errno));
 	/* The file may mark the current mode, e.g. "[auto] p2p pagecache". */
-	if (!strstr(got, mode_name[m]))
-		die("%s reads \"%s\" after writing %s", MODE_PATH, got, mode_name[m]);
+	if (!strstr(got, k))
+		die("%s reads \"%s\" after writing %s", MODE_PATH, got, k);
 }
 
 /* --- /sys/block/<disk>/spin/stat --- */
@@ -632,13 +645,15 @@ static void calibrate(void)
 		printf(" default_%s=%lld fit_%s=%lld", model_attr[i], old[i], model_attr[i],
 		       fit[i]);
 	printf(" used=%s\n", opt.model_default || opt.norouter ? "default" :
-	       opt.model_tool ? "tool" : "fit");
+	       opt.model_tool ? "tool" : opt.model_both ? "both" : "fit");
 	printf("# cost model: s_cutoff %lld -> %lld B, c_p2p %lld -> %lld ns, bw_p2p %lld -> "
 	       "%lld B/s, bw_pc %lld -> %lld B/s (%s)\n", old[0], fit[0], old[1], fit[1],
 	       old[2], fit[2], old[3], fit[3],
 	       opt.model_default ? "kept the kernel's defaults" :
-	       opt.model_tool ? "not used: spin calibrate --apply decides" : "written to sysfs");
-	if (opt.model_tool && !opt.norouter) {
+	       opt.model_tool ? "not used: spin calibrate --apply decides" :
+	       opt.model_both ? "auto uses it, tool uses spin calibrate --apply's" :
+	       "written to sysfs");
+	if ((opt.model_tool || opt.model_both) && !opt.norouter) {
 		char cmd[PATH_MAX + 64], line[512];
 		long long got[4];
 		FILE *f;
@@ -661,6 +676,11 @@ static void calibrate(void)
 		for (int i = 0; i < 4; i++)
 			printf(" %s=%lld", model_attr[i], got[i]);
 		printf("\n");
+		memcpy(tool_model, got, sizeof(tool_model));
+	}
+	if (opt.model_both && !opt.norouter) {
+		memcpy(fit_model, fit, sizeof(fit_model));
+		write_model(fit);
 	} else if (!opt.model_default && !opt.norouter) {
 		long long got[4];
 
@@ -784,6 +804,9 @@ static void measure(struct cell *c, int mode, int round)
 	size_t done = 0;
 	int fd;
 
+	/* .model=both: auto decides with the bench's fit, tool with the tool's. */
+	if (opt.model_both && (mode == M_AUTO || mode == M_TOOL))
+		write_model(mode == M_TOOL ? tool_model : fit_model);
 	set_residency(c->res, c->lo, c->hi);
 	r = residency(c->lo, c->hi);
 	c->res_min = r < c->res_min ? r : c->res_min;
@@ -813,6 +836,8 @@ static void measure(struct cell *c, int mode, int round)
 		    "unchanged)", mode_name[mode], c->n, stat_path);
 	check_data(c, mode, fd);
 	close(fd);
+	if (opt.model_both && mode == M_TOOL)
+		write_model(fit_model);
 	c->rate[mode][round] = (double)done * c->size / t / 1e6;
 	c->calls[mode][round] = done;
 }
@@ -876,7 +901,15 @@ static void report_cell(const struct cell *c)
 	       "res_max=%.1f best=%s ratio=%.4f ratio_min=%.4f ratio_max=%.4f", kind(c), c->size,
 	       c->res, c->n, (long)c->nr, c->mixed, c->res_min, c->res_max,
 	       mode_name[best_mode(c)], r, lo, hi);
-	for (int m = 0; m < NMODES; m++) {
+	if (nmodes == NMODES) {
+		double t[MAX_ROUNDS];
+
+		for (int i = 0; i < c->nr; i++)
+			t[i] = c->rate[M_TOOL][i] / c->rate[M_AUTO][i];
+		printf(" tool_ratio=%.4f tool_ratio_min=%.4f tool_ratio_max=%.4f",
+		       median(t, c->nr), vmin(t, c->nr), vmax(t, c->nr));
+	}
+	for (int m = 0; m < nmodes; m++) {
 		const struct counters *k = &c->cnt[m];
 		const char *n = mode_name[m];
 
@@ -969,7 +1002,8 @@ int main(void)
 	       "cpuonly=%d router=%d heap=%d norouter=%d\n", release, disk, opt.file_mib, chunk,
 	       opt.rounds, opt.max_rounds, opt.budget_s, opt.cpu_rounds, opt.tmax_ms, ra,
 	       opt.bps, opt.iops,
-	       opt.model_default || opt.norouter ? "default" : opt.model_tool ? "tool" : "fit",
+	       opt.model_default || opt.norouter ? "default" : opt.model_tool ? "tool" :
+	       opt.model_both ? "both" : "fit",
 	       opt.cpuonly, spin,
 	       heap >= 0, opt.norouter);
 	if (opt.norouter)
@@ -999,9 +1033,9 @@ int main(void)
 		for (int r = 0; r < 3; r++)
 			cell_init(&cells[nc++], k >= NSEQ,
 				  k < NSEQ ? seq_sizes[k] : rnd_sizes[k - NSEQ], residencies[r]);
-	printf("# [%4.0f s] matrix: %d cells x 3 modes x %ld rounds (up to %ld for noisy cells "
+	printf("# [%4.0f s] matrix: %d cells x %d modes x %ld rounds (up to %ld for noisy cells "
 	       "within %ld s), file %ld MiB, 50%% = alternating %zu KiB chunks\n", elapsed(), nc,
-	       opt.rounds, opt.max_rounds, opt.budget_s, opt.file_mib, chunk / KiB);
+	       nmodes, opt.rounds, opt.max_rounds, opt.budget_s, opt.file_mib, chunk / KiB);
 	matrix_start = elapsed();
 	for (int i = 0; i < nc; i++) {
 		struct cell *c = &cells[i];
@@ -1011,8 +1045,8 @@ int main(void)
 		double t0 = elapsed(), per_round, deadline;
 
 		for (; c->nr < opt.rounds; c->nr++)
-			for (int m = 0; m < NMODES; m++)
-				measure(c, (c->nr + m) % NMODES, c->nr);
+			for (int m = 0; m < nmodes; m++)
+				measure(c, (c->nr + m) % nmodes, c->nr);
 		/*
 		 * More rounds for a noisy cell, while the run is ahead of its
 		 * schedule: cell i may use the budget up to its share.
@@ -1021,8 +1055,8 @@ int main(void)
 		deadline = matrix_start + (opt.budget_s - matrix_start) * (i + 1) / nc;
 		while (c->nr < opt.max_rounds && ratio_mad(c) > 0.04 &&
 		       elapsed() + per_round < deadline) {
-			for (int m = 0; m < NMODES; m++)
-				measure(c, (c->nr + m) % NMODES, c->nr);
+			for (int m = 0; m < nmodes; m++)
+				measure(c, (c->nr + m) % nmodes, c->nr);
 			c->nr++;
 		}
 		report_cell(c);
@@ -1031,8 +1065,12 @@ int main(void)
 		printf("# [%4.0f s] %2d/%d %-4s %7s res %3d%%: MB/s auto %6.1f p2p %6.1f ",
 		       elapsed(), i + 1, nc, kind(c), sz, c->res,
 		       median(c->rate[M_AUTO], c->nr), median(c->rate[M_P2P], c->nr));
-		printf("pagecache %6.1f, auto/best %.2f, auto by P2P %3.0f%%\n",
+		printf("pagecache %6.1f, auto/best %.2f, auto by P2P %3.0f%%",
 		       median(c->rate[M_PC], c->nr), r, 100 * p2p_share(&c->cnt[M_AUTO]));
+		if (nmodes == NMODES)
+			printf(", tool %6.1f (tool/auto %.2f)", median(c->rate[M_TOOL], c->nr),
+			       median(c->rate[M_TOOL], c->nr) / median(c->rate[M_AUTO], c->nr));
+		printf("\n");
 		if (c->res_min < c->res - 5 || c->res_max > c->res + 5)
 			printf("# warning: residency measured %.1f..%.1f%%, wanted %d%%\n",
 			       c->res_min, c->res_max, c->res);
@@ -1054,6 +1092,30 @@ int main(void)
 		       c->rnd ? "random" : "sequential", sz, c->res,
 		       median(c->rate[M_AUTO], c->nr), median(c->rate[M_P2P], c->nr),
 		       median(c->rate[M_PC], c->nr), r, 100 * p2p_share(&c->cnt[M_AUTO]));
+	}
+	if (nmodes == NMODES) {
+		double lg = 0, lo = 1e9, hi = 0;
+		int ge = 0;
+
+		/* Per cell: the median over rounds of tool / auto in the same round. */
+		for (int i = 0; i < nc; i++) {
+			const struct cell *c = &cells[i];
+			double t[MAX_ROUNDS], m;
+
+			for (int j = 0; j < c->nr; j++)
+				t[j] = c->rate[M_TOOL][j] / c->rate[M_AUTO][j];
+			m = median(t, c->nr);
+			lg += log(m);
+			lo = m < lo ? m : lo;
+			hi = m > hi ? m : hi;
+			ge += m >= 1.0;
+		}
+		printf("rb-tool cells=%d geomean=%.4f min=%.4f max=%.4f ge1=%d\n", nc,
+		       exp(lg / nc), lo, hi, ge);
+		printf("\n## auto with spin calibrate's fit (tool) / auto with the bench's fit\n\n"
+		       "Geometric mean over %d cells of the per-cell median (over rounds) of "
+		       "tool / auto in the same round: %.3f (cells from %.2f to %.2f; tool >= "
+		       "auto in %d).\n", nc, exp(lg / nc), lo, hi, ge);
 	}
 	printf("\nEmulator figures (QEMU TCG, throttled disks): compare ratios only.\n");
 	printf("# [%4.0f s] router_bench done\n", elapsed());

@@ -47,7 +47,8 @@ def value(v):
 
 def parse(path):
     """{"header": {...}, "calib": {...}, "cells": [...], "cpu": [...], "tap": [...]}."""
-    out = {"header": None, "calib": None, "cells": [], "cpu": [], "tap": [], "warnings": []}
+    out = {"header": None, "calib": None, "cells": [], "cpu": [], "tap": [], "warnings": [],
+           "tool": None}
     if not os.path.exists(path):
         return out
     for line in open(path, errors="replace"):
@@ -65,6 +66,8 @@ def parse(path):
                 out["cells"].append(rec)
             elif kind == "cpu":
                 out["cpu"].append(rec)
+            elif kind == "tool":
+                out["tool"] = rec
         elif line.startswith(("ok ", "not ok ")):
             out["tap"].append(line)
         elif line.startswith("# warning"):
@@ -201,6 +204,22 @@ def report(d, nospin):
             w(f"- {c['kind']} {human(c['size'])} {c['res']}%: p2p fallbacks {c.get('p2p_fb')}, "
               f"I/O errors auto {c.get('auto_ioerr')} p2p {c.get('p2p_ioerr')}")
         w("")
+
+    if d["tool"]:
+        t = d["tool"]
+        w("### The user tool's fit against the bench's (router_bench.model=both)\n")
+        w("Every round of every cell also ran `auto` with the parameters of `spin calibrate "
+          "--apply` (tool) next to `auto` with the bench's fit; per cell the median over rounds "
+          "of tool / auto in the same round (min-max in brackets).\n")
+        w("| kind | size | resident | auto | tool | tool / auto |\n| --- | --- | --- | --- | --- | --- |")
+        for c in cells:
+            if "tool_ratio" not in c:
+                continue
+            w(f"| {c['kind']} | {human(c['size'])} | {c['res']}% | {c['auto']:.1f} | "
+              f"{c.get('tool', float('nan')):.1f} | {c['tool_ratio']:.2f} "
+              f"({c['tool_ratio_min']:.2f}-{c['tool_ratio_max']:.2f}) |")
+        w(f"\nGeometric mean over {t['cells']} cells: **{t['geomean']:.3f}** (cells from "
+          f"{t['min']:.2f} to {t['max']:.2f}; tool >= auto in {t['ge1']}).\n")
 
     if d["cpu"]:
         ns = {r["test"]: r for r in nospin["cpu"]} if nospin else {}
