@@ -537,18 +537,6 @@ static struct pci_dev *spin_disk_pci_dev(struct gendisk *disk)
 	return NULL;
 }
 
-/*
- * Is the disk built on other block devices (md, dm, an NVMe multipath head)?
- * Asked per request: disk_is_stacked() reads the holder links without their
- * lock, so a stack being built or torn down may be seen either way, and
- * either answer is safe (a disk without slaves and without a PCI ancestor is
- * refused).
- */
-static bool spin_disk_stacked(struct gendisk *disk)
-{
-	return disk_is_stacked(disk);
-}
-
 /**
  * spin_file_check - can a file's data be read by P2P direct I/O at all?
  * @file: a regular file open for reading
@@ -590,7 +578,13 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
 				 bdev_logical_block_size(bdev));
 	info->mem_align = max(stat.dio_mem_align, bdev_dma_alignment(bdev) + 1);
 	info->generation = disk_stack_generation();
-	info->stacked = spin_disk_stacked(bdev->bd_disk);
+	/*
+	 * Built on other block devices (md, dm, an NVMe multipath head)? Read
+	 * without the holder lock: a stack being built or torn down may be seen
+	 * either way, and either answer is safe (a disk without slaves and
+	 * without a PCI ancestor is refused).
+	 */
+	info->stacked = disk_is_stacked(bdev->bd_disk);
 	/*
 	 * XFS's buffered reads hold the IOLOCK shared, excluding buffered
 	 * writers for the whole read; an asynchronous direct read drops it
@@ -632,7 +626,7 @@ int spin_disk_members(struct gendisk *disk, struct spin_member *out,
 
 	if (!max)
 		return -E2BIG;
-	if (!spin_disk_stacked(disk)) {
+	if (!disk_is_stacked(disk)) {
 		out[0].devt = disk_devt(disk);
 		out[0].pdev = spin_disk_pci_dev(disk);
 		return 1;
@@ -652,7 +646,7 @@ int spin_disk_members(struct gendisk *disk, struct spin_member *out,
 
 		if (++visits > SPIN_STACK_VISITS || n == max) {
 			ret = -E2BIG;
-		} else if (spin_disk_stacked(sd)) {
+		} else if (disk_is_stacked(sd)) {
 			more = disk_get_slaves(sd, todo + top,
 					       SPIN_STACK_VISITS - top);
 			if (more > SPIN_STACK_VISITS - top) {

@@ -101,7 +101,6 @@ pub fn mpath_path_of(pci: &str) -> Option<String> {
                 .is_some_and(|r| r.file_name().is_some_and(|n| n == pci))
         })
         .collect();
-    found.dedup();
     (found.len() == 1).then(|| found.remove(0))
 }
 
