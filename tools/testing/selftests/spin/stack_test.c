@@ -284,6 +284,7 @@ static int mpath_paths(const char *head, char *p0, char *p1, char *rb)
 	d = opendir(path);
 	if (!d)
 		return -1;
+	p0[0] = 0;
 	if (p1)
 		p1[0] = 0;
 	if (rb)
@@ -468,7 +469,7 @@ static int read_check(int fd, char *why, size_t wl)
  */
 static void verdict(const struct stack *s, const char *disk)
 {
-	char path[PATH_MAX], buf[4096], want[128], fd[32] = "", m0[32] = "", m1[32] = "";
+	char path[PATH_MAX], buf[4096], want[128], far_devt[32] = "", m0[32] = "", m1[32] = "";
 	const char *bdf = strrchr(gpu, '/') ? strrchr(gpu, '/') + 1 : gpu;
 	int ok, members = 0;
 
@@ -479,15 +480,18 @@ static void verdict(const struct stack *s, const char *disk)
 	devt_of(mem0, m0, sizeof(m0));
 	devt_of(mem1, m1, sizeof(m1));
 	if (s->expect == DISTANCE) {
-		devt_of(far, fd, sizeof(fd));
-		snprintf(want, sizeof(want), "provider %.32s distance %s", bdf, fd);
+		devt_of(far, far_devt, sizeof(far_devt));
+		snprintf(want, sizeof(want), "provider %.32s distance %s", bdf, far_devt);
 	} else {
 		snprintf(want, sizeof(want), "provider %.32s %s", bdf,
 			 s->expect == P2P ? "ok" : "queue");
 	}
-	ok = ok && strstr(buf, want) && strstr(buf, m0) && (s->expect != DISTANCE || fd[0]);
+	/* Every device number found: strstr() of "" would match anything. */
+	ok = ok && m0[0] && strstr(buf, want) && strstr(buf, m0) &&
+	     (s->expect != DISTANCE || far_devt[0]);
 	/* Two members, except dm-crypt over one disk. */
-	ok = ok && (s->table == table_crypt ? members == 1 : members == 2 && strstr(buf, m1));
+	ok = ok && (s->table == table_crypt ? members == 1 :
+		    members == 2 && m1[0] && strstr(buf, m1));
 	ksft_test_result(ok, "%s: /sys/block/%s/spin/p2p: \"%s\", %d members\n", s->name, disk,
 			 want, members);
 	if (!ok)
@@ -497,7 +501,7 @@ static void verdict(const struct stack *s, const char *disk)
 /* Reads and writes on the filesystem at MNT on @disk; one result each. */
 static void exercise(const struct stack *s, const char *fs, const char *disk)
 {
-	char stat[PATH_MAX], path[PATH_MAX], why[256] = "ok", fd_t[32] = "";
+	char stat[PATH_MAX], path[PATH_MAX], why[256] = "ok", far_devt[32] = "";
 	struct counters a, b;
 	long long m0a, m1a, m0b, m1b;
 	int fd, ok;
@@ -506,7 +510,7 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 	snprintf(stat, sizeof(stat), "/sys/block/%s/spin/stat", disk);
 	snprintf(path, sizeof(path), MNT "/f");
 	if (s->expect == DISTANCE)
-		devt_of(far, fd_t, sizeof(fd_t));
+		devt_of(far, far_devt, sizeof(far_devt));
 
 	/* The file, written by the CPU, then read uncached into GPU memory. */
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -540,10 +544,10 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 		ok = 0;
 	}
 	if (ok && s->expect == DISTANCE &&
-	    (b.fb_distance <= a.fb_distance || !traced(disk, "distance", fd_t))) {
+	    (b.fb_distance <= a.fb_distance || !traced(disk, "distance", far_devt))) {
 		snprintf(why, sizeof(why), "fallback_distance +%lld, trace %s member=%s",
 			 b.fb_distance - a.fb_distance,
-			 traced(disk, "distance", fd_t) ? "names" : "does not name", fd_t);
+			 traced(disk, "distance", far_devt) ? "names" : "does not name", far_devt);
 		ok = 0;
 	}
 	if (ok && s->spread && (m0b - m0a < 1024 || m1b - m1a < 1024)) {
@@ -722,7 +726,7 @@ static void run_stack(int i, const struct stack *s)
  */
 static int mpath_read(const char *head, int want_p2p, char *why, size_t wl)
 {
-	char stat[PATH_MAX], dev[64], fd_t[32] = "";
+	char stat[PATH_MAX], dev[64], far_devt[32] = "";
 	struct counters a, b;
 	int fd, ok;
 
@@ -748,16 +752,16 @@ static int mpath_read(const char *head, int want_p2p, char *why, size_t wl)
 	if (fd < 0)
 		snprintf(why, wl, "open: %s", strerror(errno));
 	if (!want_p2p)
-		devt_of(far, fd_t, sizeof(fd_t));
+		devt_of(far, far_devt, sizeof(far_devt));
 	if (ok && want_p2p && b.p2p - a.p2p < (long long)(FILE_LEN / 2)) {
 		snprintf(why, wl, "bytes_p2p +%lld of %lu", b.p2p - a.p2p, FILE_LEN);
 		ok = 0;
 	}
 	if (ok && !want_p2p && (b.p2p != a.p2p || b.fb_distance <= a.fb_distance ||
-				!traced(head, "distance", fd_t))) {
+				!traced(head, "distance", far_devt))) {
 		snprintf(why, wl, "bytes_p2p +%lld, fallback_distance +%lld, member=%s %s",
-			 b.p2p - a.p2p, b.fb_distance - a.fb_distance, fd_t,
-			 traced(head, "distance", fd_t) ? "traced" : "not traced");
+			 b.p2p - a.p2p, b.fb_distance - a.fb_distance, far_devt,
+			 traced(head, "distance", far_devt) ? "traced" : "not traced");
 		ok = 0;
 	}
 	if (fd >= 0)

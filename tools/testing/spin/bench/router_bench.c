@@ -836,8 +836,6 @@ static void measure(struct cell *c, int mode, int round)
 		    "unchanged)", mode_name[mode], c->n, stat_path);
 	check_data(c, mode, fd);
 	close(fd);
-	if (opt.model_both && mode == M_TOOL)
-		write_model(fit_model);
 	c->rate[mode][round] = (double)done * c->size / t / 1e6;
 	c->calls[mode][round] = done;
 }
