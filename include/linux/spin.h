@@ -159,6 +159,36 @@ struct spin_file_info {
 int spin_file_check(struct file *file, struct spin_file_info *info);
 
 /**
+ * struct spin_file_stamp - what spin_file_check()'s answer depends on
+ * @inode: the inode's address: compared, never followed
+ * @sb: its superblock's address: compared, never followed
+ * @ino: its number
+ * @i_generation: its generation
+ * @i_flags: its flags (S_DAX, S_ENCRYPTED, S_VERITY, S_SWAPFILE, ...)
+ * @ctime_sec: its ctime, seconds
+ * @ctime_nsec: its ctime, nanoseconds
+ * @can_odirect: the open file can do direct I/O (FMODE_CAN_ODIRECT)
+ * @queue_p2p: the disk's queue accepts P2PDMA pages
+ * @stack_generation: disk_stack_generation()
+ */
+struct spin_file_stamp {
+	unsigned long inode;
+	unsigned long sb;
+	u64 ino;
+	u32 i_generation;
+	u32 i_flags;
+	s64 ctime_sec;
+	u32 ctime_nsec;
+	bool can_odirect;
+	bool queue_p2p;
+	u64 stack_generation;
+};
+
+void spin_file_stamp(struct file *file, struct spin_file_stamp *stamp);
+ssize_t spin_sub_read_noio(struct kiocb *orig, loff_t pos, unsigned long addr,
+			   size_t len, bool dontcache);
+
+/**
  * struct spin_member - a disk at the bottom of a stack of disks
  * @devt: its device number
  * @pdev: its PCI device, %NULL if it has none (a reference is held; drop it

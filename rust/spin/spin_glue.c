@@ -49,6 +49,51 @@ void spin_route_key_put(void)
 }
 
 /**
+ * spin_iter_maybe_gpu - could a request's user memory start in GPU memory?
+ * @iter: a user-backed destination or source
+ *
+ * A quick look for processes that mapped GPU memory (MMF_P2PDMA) but read
+ * into or write from host memory: every user mapping of p2pdma memory (a
+ * spin dma-buf, upstream's p2pmem/allocate) is a VM_MIXEDMAP VMA, so a
+ * segment whose VMA lacks the flag starts in host memory. The VMA is found
+ * as lock_vma_under_rcu() finds it, under RCU and without locking it; its
+ * bounds and flags are read racily. Only a mapping changed during the call
+ * can make the answer wrong, and either answer is then safe: %true makes
+ * the router look again under the VMA lock, %false passes the request on
+ * unchanged, which is the plain kernel's read or write into or from
+ * whatever is mapped when the data is copied.
+ *
+ * Return: %false if every segment starts in host memory or in no mapping.
+ */
+static bool spin_iter_maybe_gpu(const struct iov_iter *iter)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	unsigned long idx, addr;
+	size_t before = 0, len;
+	bool maybe = false;
+
+	if (!mm)
+		return false;
+	if (!IS_ENABLED(CONFIG_PER_VMA_LOCK))
+		return true;	/* VMAs are not freed by RCU: look under a lock */
+	rcu_read_lock();
+	for (idx = 0; !maybe && spin_iter_segment(iter, idx, before, &addr, &len);
+	     idx++, before += len) {
+		MA_STATE(mas, &mm->mm_mt, addr, addr);
+
+		if (!len)
+			continue;
+		vma = mas_walk(&mas);
+		maybe = vma && addr >= READ_ONCE(vma->vm_start) &&
+			addr < READ_ONCE(vma->vm_end) &&
+			(READ_ONCE(vma->vm_flags) & VM_MIXEDMAP);
+	}
+	rcu_read_unlock();
+	return maybe;
+}
+
+/**
  * spin_routable - could the router split this request, and may it block?
  * @iocb: the read's or write's control block
  * @iter: its destination or source
@@ -73,6 +118,8 @@ int spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 	if (!user_backed_iter(iter) || !iov_iter_count(iter) ||
 	    (iocb->ki_flags & IOCB_DIRECT) ||
 	    !S_ISREG(file_inode(iocb->ki_filp)->i_mode))
+		return SPIN_ROUTE_NO;
+	if (!spin_iter_maybe_gpu(iter))
 		return SPIN_ROUTE_NO;
 	if (iocb->ki_flags & IOCB_NOWAIT)
 		return write ? SPIN_ROUTE_LATER : SPIN_ROUTE_CACHED;
@@ -154,6 +201,40 @@ ssize_t spin_read_cached(struct kiocb *iocb, struct iov_iter *iter)
 	ret = iocb->ki_filp->f_op->read_iter(iocb, iter);
 	iocb->ki_flags &= ~IOCB_NOIO;
 	return ret;
+}
+
+/**
+ * spin_sub_read_noio - copy what is cached of one leg, start no I/O
+ * @orig: the request being routed
+ * @pos: file offset of the leg
+ * @addr: user address of the leg's destination (GPU memory)
+ * @len: length of the leg
+ * @dontcache: read uncached (IOCB_DONTCACHE; the caller checked
+ *             FOP_DONTCACHE), so that GPU read-ahead's dropbehind folios
+ *             are dropped when consumed instead of being promoted
+ *
+ * As spin_sub_read() without @direct, with IOCB_NOIO: the pages that are
+ * cached and up to date are copied, the read ends at the first that is not,
+ * or at a read-ahead marker (whose asynchronous read-ahead is then left to
+ * the leg that reads it normally).
+ *
+ * Return: bytes copied, 0 or -%EAGAIN if none, or a negative errno.
+ */
+ssize_t spin_sub_read_noio(struct kiocb *orig, loff_t pos, unsigned long addr,
+			   size_t len, bool dontcache)
+{
+	struct file *file = orig->ki_filp;
+	struct iov_iter iter;
+	struct kiocb kiocb;
+
+	kiocb_clone(&kiocb, orig, file);
+	kiocb.ki_pos = pos;
+	kiocb.ki_flags = (kiocb.ki_flags & ~(IOCB_DIRECT | IOCB_WAITQ |
+					     IOCB_DONTCACHE)) | IOCB_NOIO;
+	if (dontcache)
+		kiocb.ki_flags |= IOCB_DONTCACHE;
+	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
+	return file->f_op->read_iter(&kiocb, &iter);
 }
 
 /**
@@ -535,6 +616,39 @@ static struct pci_dev *spin_disk_pci_dev(struct gendisk *disk)
 		if (dev_is_pci(dev))
 			return pci_dev_get(to_pci_dev(dev));
 	return NULL;
+}
+
+/**
+ * spin_file_stamp - what spin_file_check()'s answer for a file depends on
+ * @file: a regular file open for reading
+ * @stamp: filled in
+ *
+ * The router keeps spin_file_check()'s answer per inode and uses it again
+ * while the stamp is unchanged: the inode's identity (address, superblock,
+ * number and generation: an inode freed and reused for another file differs
+ * in one of them), its flags (DAX, encrypted, verity, swap file), its ctime
+ * (chattr(1), which changes how ext4 and XFS do direct I/O, updates it; so
+ * does every write that converts ext4 inline data), whether this open file
+ * can do direct I/O, whether the disk's queue accepts P2PDMA pages, and the
+ * generation of the stacks of disks. Nothing is locked: a value torn by a
+ * concurrent change differs from the stored one and only costs a new check.
+ */
+void spin_file_stamp(struct file *file, struct spin_file_stamp *stamp)
+{
+	struct inode *inode = file_inode(file);
+	struct block_device *bdev = inode->i_sb->s_bdev;
+	struct timespec64 ctime = inode_get_ctime(inode);
+
+	stamp->inode = (unsigned long)inode;
+	stamp->sb = (unsigned long)inode->i_sb;
+	stamp->ino = inode->i_ino;
+	stamp->i_generation = READ_ONCE(inode->i_generation);
+	stamp->i_flags = READ_ONCE(inode->i_flags);
+	stamp->ctime_sec = ctime.tv_sec;
+	stamp->ctime_nsec = ctime.tv_nsec;
+	stamp->can_odirect = !!(file->f_mode & FMODE_CAN_ODIRECT);
+	stamp->queue_p2p = bdev && blk_queue_pci_p2pdma(bdev_get_queue(bdev));
+	stamp->stack_generation = disk_stack_generation();
 }
 
 /**

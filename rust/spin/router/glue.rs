@@ -145,6 +145,38 @@ impl FileInfo {
     }
 }
 
+impl FileInfo {
+    /// A copy without the PCI device reference, for the router's per-inode verdicts.
+    pub(crate) fn without_client(&self) -> FileInfo {
+        FileInfo {
+            client: None,
+            ..*self
+        }
+    }
+}
+
+/// What [`Request::file_check`]'s answer for a file depends on (see `spin_file_stamp()`): while
+/// it is unchanged, so is the answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    inode: usize,
+    sb: usize,
+    ino: u64,
+    i_generation: u32,
+    i_flags: u32,
+    ctime: (i64, u32),
+    can_odirect: bool,
+    queue_p2p: bool,
+    stack_generation: u64,
+}
+
+impl Stamp {
+    /// The inode's address, compared and never followed.
+    pub(crate) fn inode(&self) -> usize {
+        self.inode
+    }
+}
+
 /// A disk at the bottom of a stacked disk (see `spin_file_members()`).
 pub(crate) struct Member {
     /// Its device number.
@@ -502,6 +534,50 @@ impl Request<'_> {
     pub(crate) fn file_size(&self) -> i64 {
         // SAFETY: The file is valid (type invariant).
         unsafe { bindings::spin_file_size(self.file()) }
+    }
+
+    /// What [`Request::file_check`]'s answer depends on (see `spin_file_stamp()`).
+    pub(crate) fn stamp(&self) -> Stamp {
+        // SAFETY: `spin_file_stamp` is plain data; all-zero is a valid value.
+        let mut raw: bindings::spin_file_stamp = unsafe { core::mem::zeroed() };
+        // SAFETY: The file is valid (type invariant), `raw` is a local.
+        unsafe { bindings::spin_file_stamp(self.file(), &mut raw) };
+        Stamp {
+            inode: raw.inode as usize,
+            sb: raw.sb as usize,
+            ino: raw.ino,
+            i_generation: raw.i_generation,
+            i_flags: raw.i_flags,
+            ctime: (raw.ctime_sec, raw.ctime_nsec),
+            can_odirect: raw.can_odirect,
+            queue_p2p: raw.queue_p2p,
+            stack_generation: raw.stack_generation,
+        }
+    }
+
+    /// Copies what is cached of `len` bytes at `pos` into user memory at `addr` and starts no
+    /// I/O (`IOCB_NOIO`); with `dontcache`, uncached (see [`Request::sub_read_ra`]). Returns the
+    /// bytes copied, 0 if none.
+    pub(crate) fn sub_read_noio(
+        &self,
+        pos: i64,
+        addr: usize,
+        len: usize,
+        dontcache: bool,
+    ) -> Result<usize> {
+        if self.write {
+            return Err(EBADF);
+        }
+        // SAFETY: `iocb` is valid (type invariant); the user range is checked by the filesystem
+        // (it is an ordinary user pointer, as in read(2)).
+        let ret = unsafe {
+            bindings::spin_sub_read_noio(self.iocb.as_ptr(), pos, addr as c_ulong, len, dontcache)
+        };
+        match ret {
+            r if r >= 0 => Ok(r as usize),
+            r if r == EAGAIN.to_errno() as isize => Ok(0),
+            r => Err(Error::from_errno(r as c_int)),
+        }
     }
 
     /// Checks whether the file's data can be read by P2P direct I/O at all.

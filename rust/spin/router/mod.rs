@@ -29,6 +29,7 @@
 mod glue;
 mod readahead;
 mod state;
+mod verdict;
 mod writer;
 
 use crate::sched::{
@@ -62,6 +63,7 @@ const CHUNK: usize = 8 << 20;
 /// Sets up the router's state and `/sys/kernel/spin`.
 pub(crate) fn init() -> Result {
     state::init();
+    verdict::init();
     readahead::init()?;
     glue::sysfs_init()
 }
@@ -87,6 +89,7 @@ impl ProviderEvents for Providers {
             return;
         }
         let pdev: &pci::Device = pdev;
+        state::new_epoch();
         if bound.push((pdev.into(), key), GFP_KERNEL).is_err() {
             pr_warn!(
                 "{}: no room to route requests into its memory\n",
@@ -101,6 +104,7 @@ impl ProviderEvents for Providers {
         self.bound
             .lock()
             .retain(|(p, _)| !core::ptr::eq(&**p, &**pdev));
+        state::new_epoch();
     }
 }
 
@@ -382,6 +386,28 @@ impl Ctx<'_, '_> {
         self.account.ra_request(!miss);
         r.map(|(n, _)| n)
     }
+
+    /// Schedules a read that may go by P2P. One below `S_cutoff` first copies what is cached
+    /// from its start, with no I/O and no plan: a request wholly cached is then done by one
+    /// copy, as in `pagecache` mode, and a cached run that short never goes by P2P in a
+    /// schedule either (SPIN §4.3.1). The rest is planned on its residency.
+    fn cached_first(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        let mut n = 0;
+        if (len as u64) < self.params.s_cutoff() {
+            n = self.req.sub_read_noio(pos, addr, len, self.ra)?;
+            self.done(pos, n, false);
+            if n == len {
+                self.account.cached();
+                return Ok(n);
+            }
+        }
+        let at = pos + n as i64;
+        match route_chunks(self, at, addr + n, len - n) {
+            Ok(m) => Ok(n + m),
+            Err(_) if n > 0 => Ok(n),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// Routes the read of `len` bytes at `pos` into GPU memory at `addr` of provider `pdev`.
@@ -393,15 +419,21 @@ fn route_gpu(
     len: usize,
 ) -> Result<usize> {
     let mode = state::mode();
-    let (mut reason, mut info) = req.file_check();
-    let Ok((params, account)) = state::disk(info.key()) else {
-        return req.sub_read(pos, addr, len, false);
-    };
     let size = req.file_size();
     if pos >= size {
         return Ok(0);
     }
     let len = len.min(usize::try_from(size - pos).unwrap_or(usize::MAX));
+    let Ok(verdict::Verdict {
+        mut reason,
+        mut info,
+        params,
+        account,
+        refused,
+    }) = verdict::get(req, pdev)
+    else {
+        return req.sub_read(pos, addr, len, false);
+    };
     if mode == Mode::PageCache {
         reason = Fallback::Mode;
     }
@@ -416,7 +448,7 @@ fn route_gpu(
         (false, false)
     };
     if reason == Fallback::None && !prefetch {
-        if let Some(member) = state::p2p_refused(req, &info, pdev) {
+        if let Some(member) = refused {
             reason = Fallback::Distance;
             info.member = member;
         }
@@ -447,7 +479,7 @@ fn route_gpu(
     } else if prefetch {
         ctx.prefetch(pos, addr, len)
     } else {
-        route_chunks(&mut ctx, pos, addr, len)
+        ctx.cached_first(pos, addr, len)
     };
     if let Ok(n) = result {
         // P2P legs bypass the page cache's read-ahead state; keep the stream visible.

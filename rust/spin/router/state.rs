@@ -19,7 +19,7 @@ use kernel::{
     str::Formatter,
     sync::{
         aref::ARef,
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Full, Relaxed},
         global_lock, Arc,
     },
 };
@@ -67,6 +67,21 @@ static ATOMIC_READS: Atomic<i32> = Atomic::new(1);
 /// Whether P2P legs keep a filesystem's read/write exclusion (see [`ATOMIC_READS`]).
 pub(crate) fn atomic_reads() -> bool {
     ATOMIC_READS.load(Relaxed) != 0
+}
+
+/// The router's epoch: bumped whenever something a per-inode verdict depends on changes outside
+/// the file (see `super::verdict`): a disk's parameters are written, a disk is released, a
+/// p2pdma provider comes or goes.
+static EPOCH: Atomic<u64> = Atomic::new(0);
+
+/// The current epoch.
+pub(crate) fn epoch() -> u64 {
+    EPOCH.load(Acquire)
+}
+
+/// Starts a new epoch: every per-inode verdict is checked again.
+pub(crate) fn new_epoch() {
+    EPOCH.fetch_add(1, Full);
 }
 
 /// Counters of one direction of routed requests: reads into GPU memory or writes from it.
@@ -137,6 +152,7 @@ pub(crate) struct Counters {
     ra_requests: Atomic<u64>,
     ra_hits: Atomic<u64>,
     ra_pages: Atomic<u64>,
+    cached: Atomic<u64>,
     writes: Flow,
 }
 
@@ -147,6 +163,7 @@ impl Counters {
             ra_requests: Atomic::new(0),
             ra_hits: Atomic::new(0),
             ra_pages: Atomic::new(0),
+            cached: Atomic::new(0),
             writes: Flow::new(),
         }
     }
@@ -158,6 +175,7 @@ impl Counters {
         writeln!(f, "ra_requests {}", v(&self.ra_requests))?;
         writeln!(f, "ra_hits {}", v(&self.ra_hits))?;
         writeln!(f, "ra_pages_prefetched {}", v(&self.ra_pages))?;
+        writeln!(f, "cached_requests {}", v(&self.cached))?;
         self.writes.show(f, "write_", Fallback::None)
     }
 }
@@ -171,6 +189,21 @@ pub(crate) struct Account {
 }
 
 impl Account {
+    /// The account of a disk whose counters are `disk` (`None`: only the global counters).
+    pub(crate) fn new(disk: Option<Arc<Counters>>) -> Self {
+        Account { disk }
+    }
+
+    /// The disk's counters, if any.
+    pub(crate) fn disk_counters(&self) -> Option<Arc<Counters>> {
+        self.disk.clone()
+    }
+
+    /// A request was read wholly from the page cache by one copy, without a plan.
+    pub(crate) fn cached(&self) {
+        self.each(|c| c.cached.add(1, Relaxed));
+    }
+
     fn each(&self, f: impl Fn(&Counters)) {
         f(&GLOBAL);
         if let Some(disk) = &self.disk {
@@ -557,6 +590,7 @@ fn with_param(p: &Params, attr: u32, v: u64) -> Result<Params> {
 #[no_mangle]
 extern "C" fn spin_rust_disk_release(id: usize) {
     DISKS.lock().remove_disk(id);
+    new_epoch();
 }
 
 fn show(key: DiskKey, attr: u32, f: &mut Formatter<'_>) -> Result {
@@ -569,10 +603,13 @@ fn show(key: DiskKey, attr: u32, f: &mut Formatter<'_>) -> Result {
         }
         bindings::spin_sysfs_attr_SPIN_ATTR_STAT if devt == 0 => {
             let entries = DISKS.lock().len;
+            let (hits, misses) = super::verdict::counts();
             GLOBAL
                 .show(f)
                 .and_then(|()| super::readahead::show_stat(f))
                 .and_then(|()| writeln!(f, "disk_entries {entries}"))
+                .and_then(|()| writeln!(f, "file_verdict_hits {hits}"))
+                .and_then(|()| writeln!(f, "file_verdict_misses {misses}"))
                 .map_err(fmt_err)
         }
         bindings::spin_sysfs_attr_SPIN_ATTR_RA_PARTITION if devt == 0 => {
@@ -636,6 +673,7 @@ fn store(key: DiskKey, attr: u32, input: &[u8]) -> Result {
     let mut disks = DISKS.lock();
     let d = entry(&mut disks, key)?;
     d.params = with_param(&d.params, attr, v)?;
+    new_epoch();
     Ok(())
 }
 
@@ -743,12 +781,12 @@ mod tests {
         assert!(text.contains("\nfallback_queue 3\n"));
         assert!(text.contains("\nfallback_no_bdev 0\n"));
         assert!(text.contains("\nfallback_io_error 0\n"));
-        assert!(text.contains("\nra_pages_prefetched 0\n"));
+        assert!(text.contains("\nra_pages_prefetched 0\ncached_requests 0\n"));
         assert!(text.contains("\nwrite_fallback_append 2\n"));
         assert!(!text.contains("\nfallback_append"));
         assert!(text.contains("\nfallback_internal 0\n"));
         assert!(text.ends_with("write_fallback_io_error 0\nwrite_fallback_internal 0\n"));
         assert!(!text.contains("fallback_none"));
-        assert_eq!(text.lines().count(), 17 + 6 + 9);
+        assert_eq!(text.lines().count(), 17 + 7 + 9);
     }
 }

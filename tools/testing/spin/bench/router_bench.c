@@ -39,7 +39,8 @@
  * timed run stops after this, at a chunk-pair boundary for sequential reads, so
  * that a slow mode does not take minutes), .model=default, .cpuonly=1 (only step 1,
  * also on a kernel without spin), .bps and .iops (the QEMU throttling, to
- * drain its burst; the Makefile passes them), .norouter=1 (a self-test of the
+ * drain its burst; the Makefile passes them), .max_size (bytes: only the
+ * cells of requests up to this size, for a quick look), .norouter=1 (a self-test of the
  * bench on a kernel without the router: modes and counters are not touched,
  * every "mode" is the kernel's plain buffered read; the header says so).
  *
@@ -87,9 +88,9 @@ static long long fit_model[4], tool_model[4];
 
 static struct {
 	long file_mib, rounds, max_rounds, budget_s, chunk_kib, cpu_rounds, tmax_ms;
-	long long bps, iops;
+	long long bps, iops, max_size;
 	int cpuonly, model_default, model_tool, model_both, norouter;
-} opt = { 64, 5, 9, 780, 1024, 16, 1000, 0, 0, 0, 0, 0, 0 };
+} opt = { 64, 5, 9, 780, 1024, 16, 1000, 0, 0, 0, 0, 0, 0, 0, 0 };
 
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
 static size_t file_len, chunk;
@@ -138,6 +139,7 @@ static void parse_opts(void)
 	opt.tmax_ms = cmdline_ll("tmax_ms", opt.tmax_ms);
 	opt.bps = cmdline_ll("bps", opt.bps);
 	opt.iops = cmdline_ll("iops", opt.iops);
+	opt.max_size = cmdline_ll("max_size", opt.max_size);
 	opt.cpuonly = cmdline_ll("cpuonly", opt.cpuonly);
 	opt.norouter = cmdline_ll("norouter", opt.norouter);
 	opt.model_default = model && !strcmp(model, "default");
@@ -996,10 +998,10 @@ int main(void)
 		die("open %s: %s", PATH, strerror(errno));
 
 	printf("rb-header kernel=%s disk=%s file_mib=%ld chunk=%zu rounds=%ld max_rounds=%ld "
-	       "budget_s=%ld cpu_rounds=%ld tmax_ms=%ld ra_kb=%s bps=%lld iops=%lld model=%s "
+	       "budget_s=%ld cpu_rounds=%ld tmax_ms=%ld ra_kb=%s bps=%lld iops=%lld max_size=%lld model=%s "
 	       "cpuonly=%d router=%d heap=%d norouter=%d\n", release, disk, opt.file_mib, chunk,
 	       opt.rounds, opt.max_rounds, opt.budget_s, opt.cpu_rounds, opt.tmax_ms, ra,
-	       opt.bps, opt.iops,
+	       opt.bps, opt.iops, opt.max_size,
 	       opt.model_default || opt.norouter ? "default" : opt.model_tool ? "tool" :
 	       opt.model_both ? "both" : "fit",
 	       opt.cpuonly, spin,
@@ -1027,10 +1029,14 @@ int main(void)
 	calibrate();
 
 	/* 3. */
-	for (int k = 0; k < NSEQ + NRND; k++)
+	for (int k = 0; k < NSEQ + NRND; k++) {
+		size_t size = k < NSEQ ? seq_sizes[k] : rnd_sizes[k - NSEQ];
+
+		if (opt.max_size && size > (size_t)opt.max_size)
+			continue;
 		for (int r = 0; r < 3; r++)
-			cell_init(&cells[nc++], k >= NSEQ,
-				  k < NSEQ ? seq_sizes[k] : rnd_sizes[k - NSEQ], residencies[r]);
+			cell_init(&cells[nc++], k >= NSEQ, size, residencies[r]);
+	}
 	printf("# [%4.0f s] matrix: %d cells x %d modes x %ld rounds (up to %ld for noisy cells "
 	       "within %ld s), file %ld MiB, 50%% = alternating %zu KiB chunks\n", elapsed(), nc,
 	       nmodes, opt.rounds, opt.max_rounds, opt.budget_s, opt.file_mib, chunk / KiB);

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The router's fast paths (issue #15), on ext4 (spin-nvme0) and xfs
+ * (spin-nvme1), every byte checked from the host side of the GPU memory:
+ *  - a read into GPU memory below S_cutoff whose pages are all cached is one
+ *    page-cache copy without a plan (cached_requests, no P2P byte); one whose
+ *    first half is cached copies that half and schedules the rest (no
+ *    cached_requests; how the uncached half goes is the scheduler's choice);
+ *  - per-inode verdicts: a second read of a file is answered from the table
+ *    (file_verdict_hits), and a chmod (ctime), a write of a disk knob (the
+ *    epoch) and, on ext4 mounted nodelalloc, per-file data journaling
+ *    (chattr +j, which takes direct I/O away: fallback no_direct_io until it
+ *    is cleared) are seen by the next read (file_verdict_misses);
+ *  - a process with GPU memory mapped: reads into host memory are not routed
+ *    (requests unchanged), a readv whose second segment starts in GPU memory
+ *    is.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <linux/fs.h>
+
+#include "../kselftest.h"
+#include "spin_lib.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+#define PG 4096UL
+#define FILE_LEN (4 * MiB)
+#define GPU_LEN (8 * MiB)
+#define GSTAT "/sys/kernel/spin/stat"
+
+struct fs {
+	const char *name, *serial, *type, *mkfs, *dir;
+	char dev[64], disk[32], stat[PATH_MAX], knob[PATH_MAX], path[PATH_MAX];
+	char cutoff[32];
+	uint64_t seed;
+	int fd, fd_ra;		/* the file; the same with POSIX_FADV_RANDOM */
+};
+
+static char gpu[PATH_MAX];
+static uint8_t *gmem, *host;
+static pid_t main_pid;
+static struct fs *cur;
+
+static void restore(void)
+{
+	if (getpid() != main_pid || !cur)
+		return;
+	if (cur->cutoff[0])
+		spin_write_file(cur->knob, cur->cutoff);
+	if (cur->fd >= 0)
+		close(cur->fd);
+	if (cur->fd_ra >= 0)
+		close(cur->fd_ra);
+	if (umount(cur->dir))
+		ksft_print_msg("umount %s: %s\n", cur->dir, strerror(errno));
+	cur = NULL;
+}
+
+static long long st(const struct fs *fs, const char *name)
+{
+	return spin_stat_get(fs->stat, name);
+}
+
+/*
+ * Drops the file's pages, then reads pages [first, first + n) into host
+ * memory without read-ahead; checked with mincore().
+ */
+static int residency(struct fs *fs, size_t first, size_t n)
+{
+	unsigned char vec[FILE_LEN / PG];
+	void *map;
+	int bad = 0;
+
+	if (fsync(fs->fd) || posix_fadvise(fs->fd, 0, 0, POSIX_FADV_DONTNEED))
+		return -1;
+	if (n && pread(fs->fd_ra, host, n * PG, first * PG) != (ssize_t)(n * PG))
+		return -1;
+	map = mmap(NULL, FILE_LEN, PROT_READ, MAP_SHARED, fs->fd, 0);
+	if (map == MAP_FAILED || mincore(map, FILE_LEN, vec))
+		return -1;
+	for (size_t i = 0; i < FILE_LEN / PG; i++)
+		bad |= !!(vec[i] & 1) != (i >= first && i < first + n);
+	munmap(map, FILE_LEN);
+	if (bad)
+		ksft_print_msg("%s: residency of pages %zu+%zu not as set\n", fs->name, first, n);
+	return bad ? -1 : 0;
+}
+
+/* pread into GPU memory at offset @goff, bytes checked from the host side. */
+static int gpu_read(struct fs *fs, size_t goff, size_t len, off_t pos, char *why, size_t wl)
+{
+	ssize_t n = pread(fs->fd, gmem + goff, len, pos);
+
+	if (n != (ssize_t)len) {
+		snprintf(why, wl, "pread %zu at %lld: %zd (%s)", len, (long long)pos, n,
+			 strerror(errno));
+		return -1;
+	}
+	return spin_gpu_check(gpu, gmem + goff, len, fs->seed, pos, why, wl) ? -1 : 0;
+}
+
+static void test_cached(struct fs *fs)
+{
+	long long c0, p0, b0, c1, p1, b1;
+	char why[256] = "ok";
+	int ok;
+
+	/* Wholly cached: 16 KiB at 64 KiB, S_cutoff 128 KiB. */
+	ok = !residency(fs, 16, 4);
+	c0 = st(fs, "cached_requests");
+	p0 = st(fs, "bytes_p2p");
+	b0 = st(fs, "bytes_pagecache");
+	ok = ok && !gpu_read(fs, 0, 16 * KiB, 64 * KiB, why, sizeof(why));
+	c1 = st(fs, "cached_requests");
+	p1 = st(fs, "bytes_p2p");
+	b1 = st(fs, "bytes_pagecache");
+	if (ok && (c1 - c0 != 1 || p1 != p0 || b1 - b0 != (long long)(16 * KiB))) {
+		snprintf(why, sizeof(why), "cached_requests +%lld, bytes_p2p +%lld, "
+			 "bytes_pagecache +%lld (want 1, 0, 16384)", c1 - c0, p1 - p0, b1 - b0);
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: 16 KiB wholly cached: one copy, no plan: %s\n", fs->name, why);
+
+	/* The first half cached: 64 KiB at 1 MiB, pages 256..263 cached. */
+	snprintf(why, sizeof(why), "ok");
+	ok = !residency(fs, 256, 8);
+	c0 = st(fs, "cached_requests");
+	p0 = st(fs, "bytes_p2p");
+	b0 = st(fs, "bytes_pagecache");
+	ok = ok && !gpu_read(fs, MiB, 64 * KiB, MiB, why, sizeof(why));
+	c1 = st(fs, "cached_requests");
+	p1 = st(fs, "bytes_p2p");
+	b1 = st(fs, "bytes_pagecache");
+	if (ok && (c1 != c0 || b1 - b0 < (long long)(32 * KiB) ||
+		   (p1 - p0) + (b1 - b0) != (long long)(64 * KiB))) {
+		snprintf(why, sizeof(why), "cached_requests +%lld, bytes_p2p +%lld, "
+			 "bytes_pagecache +%lld (want 0, the rest, >= 32768)",
+			 c1 - c0, p1 - p0, b1 - b0);
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: 64 KiB, first half cached: the half copied, the rest "
+			 "scheduled (%lld B by P2P): %s\n", fs->name, p1 - p0, why);
+}
+
+/* One read of 16 KiB at 0 (uncached); returns the verdict table's hits and misses. */
+static int probe(struct fs *fs, long long *hits, long long *misses, char *why, size_t wl)
+{
+	long long h0 = spin_stat_get(GSTAT, "file_verdict_hits");
+	long long m0 = spin_stat_get(GSTAT, "file_verdict_misses");
+
+	if (residency(fs, 0, 0) || gpu_read(fs, 2 * MiB, 16 * KiB, 0, why, wl))
+		return -1;
+	*hits = spin_stat_get(GSTAT, "file_verdict_hits") - h0;
+	*misses = spin_stat_get(GSTAT, "file_verdict_misses") - m0;
+	return 0;
+}
+
+static void test_verdicts(struct fs *fs)
+{
+	long long h[4], m[4];
+	char why[256] = "ok";
+	int ok;
+
+	ok = !probe(fs, &h[0], &m[0], why, sizeof(why));
+	ok = ok && !probe(fs, &h[1], &m[1], why, sizeof(why));
+	ok = ok && !fchmod(fs->fd, 0600) && !probe(fs, &h[2], &m[2], why, sizeof(why));
+	ok = ok && !spin_write_file(fs->knob, fs->cutoff) &&
+	     !probe(fs, &h[3], &m[3], why, sizeof(why));
+	if (ok && (h[1] != 1 || m[1] != 0 || m[2] != 1 || h[2] != 0 || m[3] != 1 || h[3] != 0)) {
+		snprintf(why, sizeof(why), "hits/misses: again %lld/%lld, after chmod %lld/%lld, "
+			 "after a knob write %lld/%lld (want 1/0, 0/1, 0/1)",
+			 h[1], m[1], h[2], m[2], h[3], m[3]);
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: per-inode verdicts: used again, renewed by chmod and by a "
+			 "knob write: %s\n", fs->name, why);
+}
+
+/* ext4: per-file data journaling takes direct I/O away; the verdict follows. */
+static int set_journal(struct fs *fs, int on)
+{
+	int flags;
+
+	if (ioctl(fs->fd, FS_IOC_GETFLAGS, &flags))
+		return -1;
+	flags = on ? flags | FS_JOURNAL_DATA_FL : flags & ~FS_JOURNAL_DATA_FL;
+	return ioctl(fs->fd, FS_IOC_SETFLAGS, &flags);
+}
+
+static void test_journal(struct fs *fs)
+{
+	long long d0, d1, p0, p1, p2;
+	char why[256] = "ok";
+	int ok;
+
+	p0 = st(fs, "bytes_p2p");
+	ok = !residency(fs, 0, 0) && !gpu_read(fs, 0, 256 * KiB, 0, why, sizeof(why));
+	p1 = st(fs, "bytes_p2p");
+	if (ok && set_journal(fs, 1)) {
+		snprintf(why, sizeof(why), "chattr +j: %s", strerror(errno));
+		ok = 0;
+	}
+	d0 = st(fs, "fallback_no_direct_io");
+	ok = ok && !residency(fs, 0, 0) && !gpu_read(fs, 0, 256 * KiB, 0, why, sizeof(why));
+	d1 = st(fs, "fallback_no_direct_io");
+	p2 = st(fs, "bytes_p2p");
+	if (ok && (p1 == p0 || d1 - d0 != 1 || p2 != p1)) {
+		snprintf(why, sizeof(why), "P2P bytes before +%lld; with +j fallback_no_direct_io "
+			 "+%lld, P2P bytes +%lld (want > 0, 1, 0)", p1 - p0, d1 - d0, p2 - p1);
+		ok = 0;
+	}
+	if (set_journal(fs, 0) && ok) {
+		snprintf(why, sizeof(why), "chattr -j: %s", strerror(errno));
+		ok = 0;
+	}
+	p0 = st(fs, "bytes_p2p");
+	ok = ok && !residency(fs, 0, 0) && !gpu_read(fs, 0, 256 * KiB, 0, why, sizeof(why));
+	p1 = st(fs, "bytes_p2p");
+	if (ok && p1 == p0) {
+		snprintf(why, sizeof(why), "no P2P byte after chattr -j");
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: chattr +j takes P2P away at once (no_direct_io), -j gives "
+			 "it back: %s\n", fs->name, why);
+}
+
+static void test_host(struct fs *fs)
+{
+	long long r0, r1, r2;
+	char why[256] = "ok";
+	struct iovec iov[2];
+	ssize_t n;
+	int ok = !residency(fs, 0, 0);
+
+	r0 = st(fs, "requests");
+	n = pread(fs->fd, host, 64 * KiB, 0);
+	if (n != (ssize_t)(64 * KiB) || spin_pattern_check(host, 0, n, fs->seed) >= 0) {
+		snprintf(why, sizeof(why), "pread into host memory: %zd", n);
+		ok = 0;
+	}
+	r1 = st(fs, "requests");
+	iov[0] = (struct iovec){ host, 4 * KiB };
+	iov[1] = (struct iovec){ gmem + 3 * MiB, 60 * KiB };
+	n = preadv(fs->fd, iov, 2, 128 * KiB);
+	r2 = st(fs, "requests");
+	if (ok && n != (ssize_t)(64 * KiB)) {
+		snprintf(why, sizeof(why), "preadv: %zd (%s)", n, strerror(errno));
+		ok = 0;
+	}
+	if (ok && (spin_pattern_check(host, 128 * KiB, 4 * KiB, fs->seed) >= 0 ||
+		   spin_gpu_check(gpu, gmem + 3 * MiB, 60 * KiB, fs->seed, 132 * KiB, why,
+				  sizeof(why))))
+		ok = 0;
+	if (ok && (r1 != r0 || r2 - r1 != 1)) {
+		snprintf(why, sizeof(why), "requests +%lld for the host read, +%lld for the "
+			 "readv (want 0, 1)", r1 - r0, r2 - r1);
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: a process with GPU memory mapped: a read into host memory "
+			 "is not routed, a readv with a GPU segment is: %s\n", fs->name, why);
+}
+
+static void run(struct fs *fs)
+{
+	size_t off;
+
+	if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, 0, fs->dev, sizeof(fs->dev),
+			 fs->disk, sizeof(fs->disk)))
+		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->serial, strerror(errno));
+	/* ext4 honours a file's data journaling flag only without delayed allocation. */
+	if (!strcmp(fs->type, "ext4") &&
+	    (umount(fs->dir) || mount(fs->dev, fs->dir, "ext4", 0, "nodelalloc")))
+		ksft_exit_fail_msg("%s: mount -o nodelalloc: %s\n", fs->dev, strerror(errno));
+	fs->fd = fs->fd_ra = -1;
+	cur = fs;
+	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
+	snprintf(fs->knob, sizeof(fs->knob), "/sys/block/%s/spin/s_cutoff", fs->disk);
+	snprintf(fs->path, sizeof(fs->path), "%s/data", fs->dir);
+	if (spin_read_file(fs->knob, fs->cutoff, sizeof(fs->cutoff)) ||
+	    spin_write_file(fs->knob, "131072"))
+		ksft_exit_fail_msg("%s: %s\n", fs->knob, strerror(errno));
+	fs->fd = open(fs->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	fs->fd_ra = open(fs->path, O_RDONLY);
+	if (fs->fd < 0 || fs->fd_ra < 0 || posix_fadvise(fs->fd_ra, 0, 0, POSIX_FADV_RANDOM))
+		ksft_exit_fail_msg("%s: %s\n", fs->path, strerror(errno));
+	for (off = 0; off < FILE_LEN; off += MiB) {
+		spin_pattern_fill(host, off, MiB, fs->seed);
+		if (pwrite(fs->fd, host, MiB, off) != (ssize_t)MiB)
+			ksft_exit_fail_msg("writing %s: %s\n", fs->path, strerror(errno));
+	}
+	test_cached(fs);
+	test_verdicts(fs);
+	if (!strcmp(fs->type, "ext4"))
+		test_journal(fs);
+	test_host(fs);
+	restore();
+}
+
+int main(void)
+{
+	struct fs ext4 = { .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
+			   .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/fp-ext4", .seed = 501 };
+	struct fs xfs = { .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
+			  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/fp-xfs", .seed = 502 };
+	int heap, buf;
+	char ra[32];
+
+	main_pid = getpid();
+	ksft_print_header();
+	ksft_set_plan(9);
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		ksft_exit_fail_msg("stand-in GPU not found\n");
+	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
+		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
+	if (spin_read_file("/sys/kernel/spin/ra_partition_pages", ra, sizeof(ra)) || !atoi(ra))
+		ksft_print_msg("GPU read-ahead is off (%s)\n", ra);
+	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
+	host = spin_alloc_aligned(MiB);
+	if (gmem == MAP_FAILED || !host)
+		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
+	atexit(restore);
+	run(&ext4);
+	run(&xfs);
+	ksft_finished();
+}
