@@ -24,13 +24,13 @@ export BUILD KSRC KOBJ
 # VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router bench-writer bench-uring bench-stack bench-atomic series series-check export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic series series-check export clean \
 	distclean
 
 help:
 	@sed -n '/^## /s/^## //p' README.md 2>/dev/null | head -40 || true
 	@echo "targets: run test setup tree apply kernel initramfs test-core test-vm test-selfcheck"
-	@echo "         bench-core bench-gpumem bench-router series series-check export clean distclean"
+	@echo "         bench-core bench-gpumem bench-router bench-cpu series series-check export clean distclean"
 
 ## setup: install the toolchain, QEMU and the kernel source package (root, idempotent)
 setup:
@@ -118,6 +118,42 @@ bench-router: tree
 		exit $${rc:-0}; }' || rc=$$?; \
 	$(PY) $(REPO)/tools/testing/spin/bench/router_report.py $(ROUTER_OUT) || rc=$$?; \
 	exit $$rc
+
+## bench-cpu: CPU-only reads, this kernel against the same tree with CONFIG_SPIN=n (#15)
+# Builds the CONFIG_SPIN=n kernel in build/obj-nospin (cold ~30 min; with ccache a few
+# minutes) and boots the two kernels CPU_PAIRS times each, back to back in alternating order
+# (ABBA), running router_bench.cpuonly=1; cpu_report.py reports the median over pairs of the
+# ratios with their spread. About 1.5 min per boot.
+CPU_OUT   := $(BUILD)/bench-cpu
+CPU_PAIRS ?= 4
+bench-cpu: tree
+	@rm -rf $(CPU_OUT); rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(NOSPIN_KERNEL) && \
+		for i in $$(seq 1 $(CPU_PAIRS)); do \
+			order="spin nospin"; [ $$((i % 2)) -eq 0 ] && order="nospin spin"; \
+			for k in $$order; do \
+				kern=$(KOBJ)/arch/x86/boot/bzImage; \
+				[ $$k = nospin ] && kern=$(NOSPIN_OBJ)/arch/x86/boot/bzImage; \
+				$(ROUTER_VM) --kernel $$kern --out $(CPU_OUT)/pair-$$i-$$k \
+					--append "$(ROUTER_ARGS) router_bench.cpuonly=1" || exit 1; \
+				rm -f $(CPU_OUT)/pair-$$i-$$k/*.img; \
+			done; \
+		done' || rc=$$?; \
+	$(PY) $(REPO)/tools/testing/spin/bench/cpu_report.py $(CPU_OUT) || rc=$$?; \
+	exit $$rc
+
+## bench-prof: where the CPU time of one read pattern goes, auto against pagecache mode
+# A sampling profile of the kernel (perf_event_open, cpu-clock) in one guest run of
+# prof_bench (see tools/testing/spin/bench/prof_bench.c); PROF_ARGS adds prof_bench.*
+# options (size, res, rnd, secs, rounds, top). Same throttled drives as bench-router.
+PROF_OUT := $(BUILD)/bench-prof
+bench-prof: tree
+	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(PY) $(SCRIPTS)/vm.py --mode bench \
+		--bench prof_bench --out $(PROF_OUT) \
+		--bps $${SPIN_VM_BPS:-$(ROUTER_BPS)} --iops $${SPIN_VM_IOPS:-$(ROUTER_IOPS)} \
+		--append "prof_bench.bps=$${SPIN_VM_BPS:-$(ROUTER_BPS)} \
+		prof_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(PROF_ARGS)"' || rc=$$?; \
+	grep -v '^@@' $(PROF_OUT)/results.log | tr -d '\r' > $(PROF_OUT)/summary.md; \
+	echo "[bench] report: $(PROF_OUT)/summary.md"; exit $$rc
 
 ## bench-writer: writes from GPU memory (#10): auto vs pagecache, 4 KiB-8 MiB, and a checkpoint
 # Same throttled drives as bench-router (SPIN_VM_BPS / SPIN_VM_IOPS override); WRITER_BENCH_ARGS

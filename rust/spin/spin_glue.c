@@ -48,6 +48,71 @@ void spin_route_key_put(void)
 	static_branch_dec(&spin_route_key);
 }
 
+/*
+ * The last host VMA a CPU found for a process with GPU memory mapped: its
+ * mm (compared, never followed), the mm's mm_lock_seq when it was found,
+ * and its bounds. Every change of an mm's VMAs takes its mmap_lock for
+ * writing, which moves mm_lock_seq, so the entry holds while the sequence
+ * is unchanged.
+ */
+struct spin_host_hint {
+	const struct mm_struct *mm;
+	unsigned int seq;
+	unsigned long start, end;
+};
+
+static DEFINE_PER_CPU(struct spin_host_hint, spin_host_hint);
+
+/*
+ * spin_addr_maybe_gpu - could @addr of @mm be GPU memory?
+ *
+ * See spin_iter_maybe_gpu(). The VMA is found under RCU, as
+ * lock_vma_under_rcu() finds it, without locking it; if the mm's
+ * mm_lock_seq did not move meanwhile (the speculation uprobes uses), the
+ * VMA's bounds and flags were read whole, and a host VMA is remembered per
+ * CPU, so that the next read into it costs a few compares.
+ */
+static bool spin_addr_maybe_gpu(struct mm_struct *mm, unsigned long addr)
+{
+	unsigned long start = 0, end = 0, flags = 0;
+	struct spin_host_hint *h;
+	struct vm_area_struct *vma;
+	unsigned int seq;
+	bool spec, hit;
+
+	spec = mmap_lock_speculate_try_begin(mm, &seq);
+	if (spec) {
+		h = get_cpu_ptr(&spin_host_hint);
+		hit = h->mm == mm && h->seq == seq && addr >= h->start &&
+		      addr < h->end;
+		put_cpu_ptr(&spin_host_hint);
+		if (hit)
+			return false;
+	}
+	rcu_read_lock();
+	{
+		MA_STATE(mas, &mm->mm_mt, addr, addr);
+
+		vma = mas_walk(&mas);
+		if (vma) {
+			start = READ_ONCE(vma->vm_start);
+			end = READ_ONCE(vma->vm_end);
+			flags = READ_ONCE(vma->vm_flags);
+		}
+	}
+	rcu_read_unlock();
+	if (!vma || addr < start || addr >= end)
+		return false;
+	if (flags & VM_MIXEDMAP)
+		return true;
+	if (spec && !mmap_lock_speculate_retry(mm, seq)) {
+		h = get_cpu_ptr(&spin_host_hint);
+		*h = (struct spin_host_hint){ mm, seq, start, end };
+		put_cpu_ptr(&spin_host_hint);
+	}
+	return false;
+}
+
 /**
  * spin_iter_maybe_gpu - could a request's user memory start in GPU memory?
  * @iter: a user-backed destination or source
@@ -55,42 +120,30 @@ void spin_route_key_put(void)
  * A quick look for processes that mapped GPU memory (MMF_P2PDMA) but read
  * into or write from host memory: every user mapping of p2pdma memory (a
  * spin dma-buf, upstream's p2pmem/allocate) is a VM_MIXEDMAP VMA, so a
- * segment whose VMA lacks the flag starts in host memory. The VMA is found
- * as lock_vma_under_rcu() finds it, under RCU and without locking it; its
- * bounds and flags are read racily. Only a mapping changed during the call
- * can make the answer wrong, and either answer is then safe: %true makes
- * the router look again under the VMA lock, %false passes the request on
- * unchanged, which is the plain kernel's read or write into or from
- * whatever is mapped when the data is copied.
+ * segment whose VMA lacks the flag starts in host memory. No VMA is locked,
+ * and only a mapping changed during the call can make the answer wrong;
+ * either answer is then safe: %true makes the router look again under the
+ * VMA lock, %false passes the request on unchanged, which is the plain
+ * kernel's read or write into or from whatever is mapped when the data is
+ * copied.
  *
  * Return: %false if every segment starts in host memory or in no mapping.
  */
 static bool spin_iter_maybe_gpu(const struct iov_iter *iter)
 {
 	struct mm_struct *mm = current->mm;
-	struct vm_area_struct *vma;
 	unsigned long idx, addr;
 	size_t before = 0, len;
-	bool maybe = false;
 
 	if (!mm)
 		return false;
 	if (!IS_ENABLED(CONFIG_PER_VMA_LOCK))
 		return true;	/* VMAs are not freed by RCU: look under a lock */
-	rcu_read_lock();
-	for (idx = 0; !maybe && spin_iter_segment(iter, idx, before, &addr, &len);
-	     idx++, before += len) {
-		MA_STATE(mas, &mm->mm_mt, addr, addr);
-
-		if (!len)
-			continue;
-		vma = mas_walk(&mas);
-		maybe = vma && addr >= READ_ONCE(vma->vm_start) &&
-			addr < READ_ONCE(vma->vm_end) &&
-			(READ_ONCE(vma->vm_flags) & VM_MIXEDMAP);
-	}
-	rcu_read_unlock();
-	return maybe;
+	for (idx = 0; spin_iter_segment(iter, idx, before, &addr, &len);
+	     idx++, before += len)
+		if (len && spin_addr_maybe_gpu(mm, addr))
+			return true;
+	return false;
 }
 
 /**

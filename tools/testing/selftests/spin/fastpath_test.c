@@ -6,6 +6,7 @@
  *    page-cache copy without a plan (cached_requests, no P2P byte); one whose
  *    first half is cached copies that half and schedules the rest (no
  *    cached_requests; how the uncached half goes is the scheduler's choice);
+ *    in mode p2p a wholly cached one goes by P2P all the same;
  *  - per-inode verdicts: a second read of a file is answered from the table
  *    (file_verdict_hits), and a chmod (ctime), a write of a disk knob (the
  *    epoch) and, on ext4 mounted nodelalloc, per-file data journaling
@@ -132,6 +133,23 @@ static void test_cached(struct fs *fs)
 		ok = 0;
 	}
 	ksft_test_result(ok, "%s: 16 KiB wholly cached: one copy, no plan: %s\n", fs->name, why);
+
+	/* The same in mode p2p: every aligned byte by P2P, cached or not. */
+	snprintf(why, sizeof(why), "ok");
+	ok = !residency(fs, 16, 4) && !spin_write_file("/sys/kernel/spin/mode", "p2p");
+	c0 = st(fs, "cached_requests");
+	p0 = st(fs, "bytes_p2p");
+	ok = ok && !gpu_read(fs, 0, 16 * KiB, 64 * KiB, why, sizeof(why));
+	c1 = st(fs, "cached_requests");
+	p1 = st(fs, "bytes_p2p");
+	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
+		ok = 0;
+	if (ok && (c1 != c0 || p1 - p0 != (long long)(16 * KiB))) {
+		snprintf(why, sizeof(why), "cached_requests +%lld, bytes_p2p +%lld (want 0, 16384)",
+			 c1 - c0, p1 - p0);
+		ok = 0;
+	}
+	ksft_test_result(ok, "%s: the same in mode p2p: all by P2P: %s\n", fs->name, why);
 
 	/* The first half cached: 64 KiB at 1 MiB, pages 256..263 cached. */
 	snprintf(why, sizeof(why), "ok");
@@ -319,7 +337,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(9);
+	ksft_set_plan(11);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	if (spin_write_file("/sys/kernel/spin/mode", "auto"))

@@ -5,8 +5,10 @@
  * 1. CPU-only check: buffered pread() into host memory (malloc'ed), cached and
  *    uncached, by a process that never mapped GPU memory ("off": the router
  *    costs it one bit test, MMF_P2PDMA) and by one with a GPU buffer mapped
- *    ("on": the router looks up every destination's VMA), rounds interleaved
- *    off/on/on/off.
+ *    ("on": the router looks at every destination's VMA), two children
+ *    forked alike, rounds interleaved off/on/on/off. make bench-cpu compares
+ *    boots of this kernel with boots of a CONFIG_SPIN=n build of the same
+ *    tree (.cpuonly=1).
  * 2. The cost model of the disk (/sys/block/<disk>/spin/{s_cutoff,c_p2p_ns,
  *    bw_p2p,bw_pc}) fitted to the rig: P2P reads of 4 KiB .. 4 MiB in p2p mode
  *    and page-cache copies in pagecache mode, written to sysfs so that auto
@@ -378,29 +380,47 @@ static void gpu_buf_put(struct gpu_buf *b, size_t len)
 }
 
 /*
- * The "off" rounds run in a child forked before this process maps any GPU
- * memory: MMF_P2PDMA is never set in it, so the router costs it one bit test
- * per read. It measures a round when asked and writes back the four rates.
+ * The rounds run in two children forked alike: "off" never maps GPU memory
+ * (MMF_P2PDMA is never set in it, so the router costs it one bit test per
+ * read), "on" maps a 2 MiB GPU buffer first (every read's destination is then
+ * looked at). Each allocates and faults in its own host buffer after the
+ * fork, with 4 KiB pages, so that neither inherits the other's page tables. A
+ * child measures a round when asked and writes back the four rates.
  */
-static int off_cmd = -1, off_res = -1;
+struct server {
+	int cmd, res;
+	pid_t pid;
+};
 
-static void off_server_start(void)
+static void server_start(struct server *sv, int map_gpu)
 {
 	int cmd[2], res[2];
-	pid_t pid;
 
 	if (pipe(cmd) || pipe(res))
 		die("pipe: %s", strerror(errno));
-	pid = fork();
-	if (pid < 0)
+	sv->pid = fork();
+	if (sv->pid < 0)
 		die("fork: %s", strerror(errno));
-	if (pid == 0) {
+	if (sv->pid == 0) {
+		struct gpu_buf b;
 		double r[NCPU];
 		char c;
 
 		close(cmd[1]);
 		close(res[0]);
-		while (read(cmd[0], &c, 1) == 1) {
+		if (map_gpu && gpu_buf_get(&b, 2 * MiB))
+			die("allocating a GPU buffer for the on rounds: %s", strerror(errno));
+		/*
+		 * 4 KiB pages in every child and every kernel: whether a
+		 * buffer gets huge pages depends on its placement and on
+		 * fragmentation, and moves large copies by several percent.
+		 */
+		host = mmap(NULL, HOST_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			    -1, 0);
+		if (host == MAP_FAILED || madvise(host, HOST_LEN, MADV_NOHUGEPAGE))
+			die("host buffer: %s", strerror(errno));
+		memset(host, 1, HOST_LEN);
+		while (read(cmd[0], &c, 1) == 1 && c == 'r') {
 			r[C_CACHED_4K] = host_rate(4096, 1, 2);
 			r[C_CACHED_1M] = host_rate(MiB, 1, 2);
 			r[C_UNCACHED_4K] = host_rate(4096, 0, 1);
@@ -412,34 +432,44 @@ static void off_server_start(void)
 	}
 	close(cmd[0]);
 	close(res[1]);
-	off_cmd = cmd[1];
-	off_res = res[0];
+	sv->cmd = cmd[1];
+	sv->res = res[0];
 }
 
-static void off_round(double r[NCPU])
+static void server_round(struct server *sv, double r[NCPU])
 {
 	char c = 'r';
 
-	if (write(off_cmd, &c, 1) != 1 || read(off_res, r, NCPU * sizeof(*r)) !=
+	if (write(sv->cmd, &c, 1) != 1 || read(sv->res, r, NCPU * sizeof(*r)) !=
 	    (ssize_t)(NCPU * sizeof(*r)))
-		die("the off-rounds child failed");
+		die("a CPU-only child failed");
+}
+
+static void server_stop(struct server *sv)
+{
+	char c = 'q';
+
+	/* A word, not EOF: the other child holds a copy of this pipe's end. */
+	if (write(sv->cmd, &c, 1) != 1)
+		die("stopping a CPU-only child: %s", strerror(errno));
+	close(sv->cmd);
+	close(sv->res);
+	waitpid(sv->pid, NULL, 0);
 }
 
 /*
- * Off: a process that never mapped GPU memory (the child above; the router's
- * static key is on while the GPU's provider is bound, and such a process pays
- * one bit test, MMF_P2PDMA). On: this process, with a GPU buffer mapped (the
- * router looks up the VMA of every read's destination). Rounds go off, on,
- * on, off, off, on, ...: every pair of rounds (2p, 2p + 1) has one of each,
- * and the ratio is the median of the pairs' ratios, which cancels slow drift
- * of the emulator. Without a heap (a kernel without spin), only "off", in
- * this process.
+ * Rounds go off, on, on, off, off, on, ...: every pair of rounds (2p, 2p + 1)
+ * has one of each, and the ratio is the median of the pairs' ratios, which
+ * cancels slow drift of the emulator; its spread is printed. Without a heap
+ * (a kernel without spin), only "off", in the same kind of child, so that a
+ * boot of this kernel and one of a CONFIG_SPIN=n kernel compare alike
+ * (make bench-cpu).
  */
 static void cpu_check(int have_heap)
 {
 	double rate[NCPU][4 * MAX_ROUNDS], ratio[NCPU][2 * MAX_ROUNDS];
-	int key_of[4 * MAX_ROUNDS], mapped = 0;
-	struct gpu_buf b;
+	int key_of[4 * MAX_ROUNDS];
+	struct server sv[2];
 
 	printf("# [%4.0f s] CPU-only check: buffered reads into host memory, %ld rounds, "
 	       "%s\n", elapsed(), opt.cpu_rounds,
@@ -454,42 +484,25 @@ static void cpu_check(int have_heap)
 		host_rate(MiB, 1, 1);
 		host_rate(MiB, 0, 1);
 	}
+	server_start(&sv[0], 0);
 	if (have_heap)
-		off_server_start();
+		server_start(&sv[1], 1);
 	printf("# [%4.0f s] CPU-only check: warmed up\n", elapsed());
 	for (int r = 0; r < opt.cpu_rounds; r++) {
 		int key = have_heap ? ((r + 1) / 2) % 2 : 0;
+		double v[NCPU];
 
-		if (key && !mapped) {
-			if (gpu_buf_get(&b, 2 * MiB))
-				die("allocating a GPU buffer for the on rounds: %s",
-				    strerror(errno));
-			mapped = 1;
-		}
 		key_of[r] = key;
-		if (!key && have_heap) {
-			double v[NCPU];
-
-			off_round(v);
-			for (int t = 0; t < NCPU; t++)
-				rate[t][r] = v[t];
-		} else {
-			rate[C_CACHED_4K][r] = host_rate(4096, 1, 2);
-			rate[C_CACHED_1M][r] = host_rate(MiB, 1, 2);
-			rate[C_UNCACHED_4K][r] = host_rate(4096, 0, 1);
-			rate[C_UNCACHED_1M][r] = host_rate(MiB, 0, 1);
-		}
+		server_round(&sv[key], v);
+		for (int t = 0; t < NCPU; t++)
+			rate[t][r] = v[t];
 		printf("# [%4.0f s] CPU-only round %d/%ld %s: %.0f %.0f %.0f %.0f MB/s\n",
 		       elapsed(), r + 1, opt.cpu_rounds, key ? "on " : "off",
 		       rate[0][r], rate[1][r], rate[2][r], rate[3][r]);
 	}
-	if (mapped)
-		gpu_buf_put(&b, 2 * MiB);
-	if (off_cmd >= 0) {
-		close(off_cmd);
-		close(off_res);
-		wait(NULL);
-	}
+	server_stop(&sv[0]);
+	if (have_heap)
+		server_stop(&sv[1]);
 	for (int t = 0; t < NCPU; t++) {
 		double v[2][4 * MAX_ROUNDS];
 		int n[2] = { 0, 0 }, np = opt.cpu_rounds / 2;

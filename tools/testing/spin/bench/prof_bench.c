@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * prof_bench: where the CPU time of one router_bench cell goes, per mode.
+ *
+ * Runs one read pattern into GPU memory (DMA-BUF heap of the stand-in GPU,
+ * buffered pread() of a file on ext4 on spin-nvme0, disks throttled as in
+ * make bench-router) under /sys/kernel/spin/mode auto and pagecache, in
+ * alternating rounds, and samples the kernel instruction pointer of this
+ * process with perf_event_open() (cpu-clock, kernel only). Prints each mode's
+ * rate and its hottest kernel functions (from /proc/kallsyms), with their
+ * share of the samples and the time per request they stand for, so that the
+ * difference between the two modes can be read off.
+ *
+ * Options on the kernel command line (make bench-prof PROF_ARGS=...):
+ * prof_bench.size (bytes per read, 4096), .res (0, 50 or 100: percent of the
+ * file resident, 50 = alternating 1 MiB chunks; 50), .rnd (1: random
+ * offsets; 0), .secs (seconds per mode and round, 2), .rounds (3), .top (30).
+ *
+ * Emulator figures (QEMU TCG): compare the modes only.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/fs.h>
+#include <linux/perf_event.h>
+
+#include "bench_lib.h"
+#include "spin_lib.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+#define FILE_LEN (64 * MiB)
+#define MNT "/mnt/prof"
+#define PATH MNT "/data"
+#define MODE_PATH "/sys/kernel/spin/mode"
+#define MAX_SYMS 200000
+#define RING_PAGES 256
+
+struct sym {
+	unsigned long long addr;
+	char name[128];
+};
+
+static struct sym *syms;
+static int nsyms;
+static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30;
+static long long bps, iops;
+
+__printf(1, 2) static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	bench_vfail(fmt, ap);
+	va_end(ap);
+	exit(1);
+}
+
+static int cmp_sym(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void load_syms(void)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	char line[256], type, name[120];
+	unsigned long long a;
+
+	syms = calloc(MAX_SYMS, sizeof(*syms));
+	if (!f || !syms)
+		die("/proc/kallsyms: %s", strerror(errno));
+	while (nsyms < MAX_SYMS && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx %c %119s", &a, &type, name) == 3 && a &&
+		    (type == 't' || type == 'T')) {
+			syms[nsyms].addr = a;
+			snprintf(syms[nsyms].name, sizeof(syms[nsyms].name), "%s", name);
+			nsyms++;
+		}
+	fclose(f);
+	qsort(syms, nsyms, sizeof(*syms), cmp_sym);
+	if (!nsyms)
+		die("/proc/kallsyms shows no address (kptr_restrict?)");
+}
+
+static int sym_of(unsigned long long ip)
+{
+	int lo = 0, hi = nsyms - 1;
+
+	if (!nsyms || ip < syms[0].addr)
+		return -1;
+	while (lo < hi) {
+		int mid = (lo + hi + 1) / 2;
+
+		if (syms[mid].addr <= ip)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* A cpu-clock sampling event on this process, kernel only, ~10 kHz. */
+struct prof {
+	int fd;
+	struct perf_event_mmap_page *meta;
+	uint8_t *data;
+	size_t data_len;
+	unsigned int *hits;
+	long samples;
+};
+
+static void prof_open(struct prof *p)
+{
+	struct perf_event_attr a = {
+		.type = PERF_TYPE_SOFTWARE, .size = sizeof(a), .config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_period = 100000, .sample_type = PERF_SAMPLE_IP, .disabled = 1,
+		.exclude_user = 1, .exclude_hv = 1, .wakeup_events = 1000000,
+	};
+
+	p->fd = syscall(__NR_perf_event_open, &a, 0, -1, -1, 0);
+	if (p->fd < 0)
+		die("perf_event_open: %s", strerror(errno));
+	p->data_len = RING_PAGES * 4096;
+	p->meta = mmap(NULL, p->data_len + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+	if (p->meta == MAP_FAILED)
+		die("mmap of the perf ring: %s", strerror(errno));
+	p->data = (uint8_t *)p->meta + 4096;
+	p->hits = calloc(nsyms + 1, sizeof(*p->hits));
+	if (!p->hits)
+		die("no memory");
+}
+
+/* Takes the samples out of the ring. */
+static void prof_drain(struct prof *p)
+{
+	uint64_t head = __atomic_load_n(&p->meta->data_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = p->meta->data_tail;
+
+	while (tail < head) {
+		struct perf_event_header h;
+		uint64_t ip;
+		size_t off = tail % p->data_len;
+
+		for (size_t i = 0; i < sizeof(h); i++)
+			((uint8_t *)&h)[i] = p->data[(off + i) % p->data_len];
+		if (h.type == PERF_RECORD_SAMPLE) {
+			for (size_t i = 0; i < sizeof(ip); i++)
+				((uint8_t *)&ip)[i] = p->data[(off + sizeof(h) + i) % p->data_len];
+			int s = sym_of(ip);
+
+			p->hits[s < 0 ? nsyms : s]++;
+			p->samples++;
+		}
+		tail += h.size ? h.size : sizeof(h);
+	}
+	__atomic_store_n(&p->meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+static int setup_fd = -1, raw_fd = -1;
+static long long dev_size;
+static uint8_t *host, *drain_buf, *gpu;
+
+static void set_residency(void)
+{
+	int ret = posix_fadvise(setup_fd, 0, 0, POSIX_FADV_DONTNEED);
+
+	if (ret)
+		die("POSIX_FADV_DONTNEED: %s", strerror(ret));
+	for (off_t off = 0; res && off < (off_t)FILE_LEN; off += MiB)
+		if ((res == 100 || (off / MiB) % 2 == 0) &&
+		    pread(setup_fd, host, MiB, off) != (ssize_t)MiB)
+			die("populating the page cache: %s", strerror(errno));
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+
+static uint64_t rng(void)
+{
+	uint64_t x = (rng_state += 0x9E3779B97F4A7C15ULL);
+
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+/* One timed run in the current mode, sampled into @p; returns MB/s and the requests. */
+static double run(struct prof *p, long *reqs)
+{
+	long n = 0, slots = FILE_LEN / size;
+	double t0, t;
+	off_t off = 0;
+	int fd;
+
+	set_residency();
+	if (bench_drain(raw_fd, dev_size, bps, iops, drain_buf))
+		die("draining the throttle: %s", strerror(errno));
+	fd = open(PATH, O_RDONLY);
+	if (fd < 0)
+		die("open %s: %s", PATH, strerror(errno));
+	ioctl(p->fd, PERF_EVENT_IOC_ENABLE, 0);
+	t0 = bench_now();
+	do {
+		off_t at = rnd ? (off_t)(rng() % slots) * size : off;
+
+		for (int i = 0; i < 64; i++) {
+			if (pread(fd, gpu + at % (8 * MiB), size, at) != size)
+				die("pread into GPU memory: %s", strerror(errno));
+			n++;
+			off = (off + size) % FILE_LEN;
+			at = rnd ? (off_t)(rng() % slots) * size : off;
+		}
+		prof_drain(p);
+	} while (bench_now() - t0 < secs);
+	t = bench_now() - t0;
+	ioctl(p->fd, PERF_EVENT_IOC_DISABLE, 0);
+	prof_drain(p);
+	close(fd);
+	*reqs += n;
+	return n * (double)size / t / 1e6;
+}
+
+struct row {
+	int sym;
+	unsigned int hits;
+};
+
+static int cmp_row(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+
+	return x->hits < y->hits ? 1 : x->hits > y->hits ? -1 : 0;
+}
+
+int main(void)
+{
+	static const char *const modes[2] = { "auto", "pagecache" };
+	struct prof prof[2];
+	double rate[2][16];
+	long reqs[2] = { 0, 0 };
+	char cmd[512], dev[64], gpu_dir[PATH_MAX];
+	struct row *rows;
+	int fd, heap, buf;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	size = bench_opt_ll("prof_bench", "size", size);
+	res = bench_opt_ll("prof_bench", "res", res);
+	rnd = bench_opt_ll("prof_bench", "rnd", rnd);
+	secs = bench_opt_ll("prof_bench", "secs", secs);
+	rounds = bench_opt_ll("prof_bench", "rounds", rounds);
+	top = bench_opt_ll("prof_bench", "top", top);
+	bps = bench_opt_ll("prof_bench", "bps", 0);
+	iops = bench_opt_ll("prof_bench", "iops", 0);
+	if (size < 512 || size > (long)(8 * MiB) || FILE_LEN % size || rounds < 1 || rounds > 16 ||
+	    (res != 0 && res != 50 && res != 100) || secs < 1)
+		die("prof_bench.size=%ld .res=%ld .rounds=%ld .secs=%ld out of range", size, res,
+		    rounds, secs);
+	load_syms();
+	if (spin_gpu_find(gpu_dir, sizeof(gpu_dir)) ||
+	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev, sizeof(dev)))
+		die("rig devices not found");
+	snprintf(cmd, sizeof(cmd), "mkdir -p " MNT " && mkfs.ext4 -q -F -E nodiscard,"
+		 "lazy_itable_init=0,lazy_journal_init=0 %s && mount -t ext4 %s " MNT, dev, dev);
+	if (system(cmd))
+		die("no ext4 on %s", dev);
+	host = malloc(MiB);
+	drain_buf = spin_alloc_aligned(MiB);
+	fd = open(PATH, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	raw_fd = open(dev, O_RDONLY | O_DIRECT);
+	if (!host || !drain_buf || fd < 0 || raw_fd < 0 || ioctl(raw_fd, BLKGETSIZE64, &dev_size))
+		die("setting up: %s", strerror(errno));
+	for (off_t off = 0; off < (off_t)FILE_LEN; off += MiB) {
+		spin_pattern_fill(host, off, MiB, 7);
+		if (pwrite(fd, host, MiB, off) != (ssize_t)MiB)
+			die("writing %s: %s", PATH, strerror(errno));
+	}
+	if (fsync(fd))
+		die("fsync: %s", strerror(errno));
+	close(fd);
+	setup_fd = open(PATH, O_RDONLY);
+	if (setup_fd < 0 || posix_fadvise(setup_fd, 0, 0, POSIX_FADV_RANDOM))
+		die("open %s: %s", PATH, strerror(errno));
+	gpu = spin_gpu_buffer(gpu_dir, 8 * MiB, &heap, &buf);
+	if (gpu == MAP_FAILED)
+		die("no GPU memory: %s", strerror(errno));
+	memset(gpu, 0, 8 * MiB);
+	prof_open(&prof[0]);
+	prof_open(&prof[1]);
+	printf("# prof_bench: %s %ld B reads, %ld%% resident, %ld rounds of %ld s per mode\n",
+	       rnd ? "random" : "sequential", size, res, rounds, secs);
+	for (int r = 0; r < rounds; r++)
+		for (int k = 0; k < 2; k++) {
+			int m = (r + k) % 2;
+
+			if (spin_write_file(MODE_PATH, modes[m]))
+				die("%s: %s", MODE_PATH, strerror(errno));
+			rate[m][r] = run(&prof[m], &reqs[m]);
+			printf("# round %d %s: %.1f MB/s\n", r + 1, modes[m], rate[m][r]);
+		}
+	spin_write_file(MODE_PATH, "auto");
+	rows = calloc(nsyms + 1, sizeof(*rows));
+	for (int m = 0; m < 2; m++) {
+		struct prof *p = &prof[m];
+		double us = 1e6 / 10000.0;	/* one sample: 100 us of CPU */
+
+		printf("\n## %s: %.1f MB/s (median), %ld samples, %ld requests\n\n", modes[m],
+		       bench_median(rate[m], rounds), p->samples, reqs[m]);
+		printf("| function | share | us per request |\n| --- | --- | --- |\n");
+		for (int i = 0; i <= nsyms; i++)
+			rows[i] = (struct row){ i, p->hits[i] };
+		qsort(rows, nsyms + 1, sizeof(*rows), cmp_row);
+		for (int i = 0; i < top && rows[i].hits; i++)
+			printf("| %s | %.1f%% | %.2f |\n",
+			       rows[i].sym == nsyms ? "(unknown)" : syms[rows[i].sym].name,
+			       100.0 * rows[i].hits / p->samples, rows[i].hits * us / reqs[m]);
+		printf("| all kernel samples | 100%% | %.2f |\n", p->samples * us / reqs[m]);
+	}
+	printf("ok 1 - prof_bench\n");
+	return 0;
+}
