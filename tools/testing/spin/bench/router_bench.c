@@ -76,6 +76,7 @@
 #define GPU_LEN (16 * MiB)	/* the GPU buffer */
 #define DST_MOD (8 * MiB)	/* destination = gpu + file offset % DST_MOD */
 #define HOST_LEN (8 * MiB)
+#define HOST_ADDR 0x600000000000UL	/* the CPU-only children's buffer */
 #define SEED 0x5b1dULL
 #define MNT "/mnt/router_bench"
 #define PATH MNT "/data"
@@ -384,7 +385,7 @@ static void gpu_buf_put(struct gpu_buf *b, size_t len)
  * (MMF_P2PDMA is never set in it, so the router costs it one bit test per
  * read), "on" maps a 2 MiB GPU buffer first (every read's destination is then
  * looked at). Each allocates and faults in its own host buffer after the
- * fork, with 4 KiB pages, so that neither inherits the other's page tables. A
+ * fork, at the same address, so that neither inherits the other's page tables. A
  * child measures a round when asked and writes back the four rates.
  */
 struct server {
@@ -408,18 +409,20 @@ static void server_start(struct server *sv, int map_gpu)
 
 		close(cmd[1]);
 		close(res[0]);
+		/*
+		 * The same buffer in every child and every kernel: the same
+		 * virtual address (the emulator's TLB is indexed by it, which
+		 * moves large copies by several percent) and 4 KiB pages
+		 * (where the kernel has huge pages at all).
+		 */
+		host = mmap((void *)HOST_ADDR, HOST_LEN, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (host != (void *)HOST_ADDR)
+			die("host buffer at %#lx: %s", HOST_ADDR, strerror(errno));
+		madvise(host, HOST_LEN, MADV_NOHUGEPAGE);
+		memset(host, 1, HOST_LEN);
 		if (map_gpu && gpu_buf_get(&b, 2 * MiB))
 			die("allocating a GPU buffer for the on rounds: %s", strerror(errno));
-		/*
-		 * 4 KiB pages in every child and every kernel: whether a
-		 * buffer gets huge pages depends on its placement and on
-		 * fragmentation, and moves large copies by several percent.
-		 */
-		host = mmap(NULL, HOST_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			    -1, 0);
-		if (host == MAP_FAILED || madvise(host, HOST_LEN, MADV_NOHUGEPAGE))
-			die("host buffer: %s", strerror(errno));
-		memset(host, 1, HOST_LEN);
 		while (read(cmd[0], &c, 1) == 1 && c == 'r') {
 			r[C_CACHED_4K] = host_rate(4096, 1, 2);
 			r[C_CACHED_1M] = host_rate(MiB, 1, 2);
