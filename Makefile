@@ -122,10 +122,13 @@ bench-router: tree
 ## bench-cpu: CPU-only reads, this kernel against the same tree with CONFIG_SPIN=n (#15)
 # Builds the CONFIG_SPIN=n kernel in build/obj-nospin (cold ~30 min; with ccache a few
 # minutes) and boots the two kernels CPU_PAIRS times each, back to back in alternating order
-# (ABBA), running router_bench.cpuonly=1; cpu_report.py reports the median over pairs of the
-# ratios with their spread. About 1.5 min per boot.
+# (ABBA), running router_bench.cpuonly=1 with CPU_ROUNDS rounds; cpu_report.py reports the
+# median over pairs of boots of the ratios with their spread, and the median of every
+# adjacent off/on pair of rounds of the spin boots pooled, with a 95% confidence interval.
+# About 2 min per boot.
 CPU_OUT   := $(BUILD)/bench-cpu
 CPU_PAIRS ?= 4
+CPU_ROUNDS ?= 32
 bench-cpu: tree
 	@rm -rf $(CPU_OUT); rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(NOSPIN_KERNEL) && \
 		for i in $$(seq 1 $(CPU_PAIRS)); do \
@@ -134,7 +137,8 @@ bench-cpu: tree
 				kern=$(KOBJ)/arch/x86/boot/bzImage; \
 				[ $$k = nospin ] && kern=$(NOSPIN_OBJ)/arch/x86/boot/bzImage; \
 				$(ROUTER_VM) --kernel $$kern --out $(CPU_OUT)/pair-$$i-$$k \
-					--append "$(ROUTER_ARGS) router_bench.cpuonly=1" || exit 1; \
+					--append "$(ROUTER_ARGS) router_bench.cpuonly=1 \
+					router_bench.cpu_rounds=$(CPU_ROUNDS)" || exit 1; \
 				rm -f $(CPU_OUT)/pair-$$i-$$k/*.img; \
 			done; \
 		done' || rc=$$?; \

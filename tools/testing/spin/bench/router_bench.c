@@ -526,6 +526,13 @@ static void cpu_check(int have_heap)
 			       vmax(v[1], n[1]), n[1], median(ratio[t], np), vmin(ratio[t], np),
 			       vmax(ratio[t], np));
 		printf("\n");
+		if (n[1]) {
+			/* Every pair's on / off, for reports that pool boots. */
+			printf("rb-cpu-pairs test=%s ratios=", cpu_name[t]);
+			for (int p = 0; p < np; p++)
+				printf("%s%.4f", p ? "," : "", ratio[t][p]);
+			printf("\n");
+		}
 	}
 }
 
