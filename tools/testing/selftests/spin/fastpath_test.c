@@ -95,7 +95,7 @@ static int residency(struct fs *fs, size_t first, size_t n)
 		bad |= !!(vec[i] & 1) != (i >= first && i < first + n);
 	munmap(map, FILE_LEN);
 	if (bad)
-		ksft_print_msg("%s: residency of pages %zu+%zu not as set\n", fs->name, first, n);
+		ksft_print_msg("%s: pages %zu+%zu: cached pages not as set\n", fs->name, first, n);
 	return bad ? -1 : 0;
 }
 
@@ -128,8 +128,9 @@ static void test_cached(struct fs *fs)
 	p1 = st(fs, "bytes_p2p");
 	b1 = st(fs, "bytes_pagecache");
 	if (ok && (c1 - c0 != 1 || p1 != p0 || b1 - b0 != (long long)(16 * KiB))) {
-		snprintf(why, sizeof(why), "cached_requests +%lld, bytes_p2p +%lld, "
-			 "bytes_pagecache +%lld (want 1, 0, 16384)", c1 - c0, p1 - p0, b1 - b0);
+		snprintf(why, sizeof(why),
+			 "cached_requests +%lld, bytes_p2p +%lld, bytes_pagecache +%lld (want 1, 0, 16384)",
+			 c1 - c0, p1 - p0, b1 - b0);
 		ok = 0;
 	}
 	ksft_test_result(ok, "%s: 16 KiB wholly cached: one copy, no plan: %s\n", fs->name, why);
@@ -163,13 +164,14 @@ static void test_cached(struct fs *fs)
 	b1 = st(fs, "bytes_pagecache");
 	if (ok && (c1 != c0 || b1 - b0 < (long long)(32 * KiB) ||
 		   (p1 - p0) + (b1 - b0) != (long long)(64 * KiB))) {
-		snprintf(why, sizeof(why), "cached_requests +%lld, bytes_p2p +%lld, "
-			 "bytes_pagecache +%lld (want 0, the rest, >= 32768)",
+		snprintf(why, sizeof(why),
+			 "cached_requests +%lld, bytes_p2p +%lld, bytes_pagecache +%lld (want 0, the rest, >= 32768)",
 			 c1 - c0, p1 - p0, b1 - b0);
 		ok = 0;
 	}
-	ksft_test_result(ok, "%s: 64 KiB, first half cached: the half copied, the rest "
-			 "scheduled (%lld B by P2P): %s\n", fs->name, p1 - p0, why);
+	ksft_test_result(ok,
+			 "%s: 64 KiB, first half cached: the half copied, the rest scheduled (%lld B by P2P): %s\n",
+			 fs->name, p1 - p0, why);
 }
 
 /* One read of 16 KiB at 0 (uncached); returns the verdict table's hits and misses. */
@@ -197,13 +199,14 @@ static void test_verdicts(struct fs *fs)
 	ok = ok && !spin_write_file(fs->knob, fs->cutoff) &&
 	     !probe(fs, &h[3], &m[3], why, sizeof(why));
 	if (ok && (h[1] != 1 || m[1] != 0 || m[2] != 1 || h[2] != 0 || m[3] != 1 || h[3] != 0)) {
-		snprintf(why, sizeof(why), "hits/misses: again %lld/%lld, after chmod %lld/%lld, "
-			 "after a knob write %lld/%lld (want 1/0, 0/1, 0/1)",
+		snprintf(why, sizeof(why),
+			 "hits/misses: again %lld/%lld, after chmod %lld/%lld, after a knob write %lld/%lld (want 1/0, 0/1, 0/1)",
 			 h[1], m[1], h[2], m[2], h[3], m[3]);
 		ok = 0;
 	}
-	ksft_test_result(ok, "%s: per-inode verdicts: used again, renewed by chmod and by a "
-			 "knob write: %s\n", fs->name, why);
+	ksft_test_result(ok,
+			 "%s: per-inode verdicts: used again, renewed by chmod and by a knob write: %s\n",
+			 fs->name, why);
 }
 
 /* ext4: per-file data journaling takes direct I/O away; the verdict follows. */
@@ -235,8 +238,9 @@ static void test_journal(struct fs *fs)
 	d1 = st(fs, "fallback_no_direct_io");
 	p2 = st(fs, "bytes_p2p");
 	if (ok && (p1 == p0 || d1 - d0 != 1 || p2 != p1)) {
-		snprintf(why, sizeof(why), "P2P bytes before +%lld; with +j fallback_no_direct_io "
-			 "+%lld, P2P bytes +%lld (want > 0, 1, 0)", p1 - p0, d1 - d0, p2 - p1);
+		snprintf(why, sizeof(why),
+			 "P2P bytes before +%lld; with +j fallback_no_direct_io +%lld, P2P bytes +%lld (want > 0, 1, 0)",
+			 p1 - p0, d1 - d0, p2 - p1);
 		ok = 0;
 	}
 	if (set_journal(fs, 0) && ok) {
@@ -250,8 +254,9 @@ static void test_journal(struct fs *fs)
 		snprintf(why, sizeof(why), "no P2P byte after chattr -j");
 		ok = 0;
 	}
-	ksft_test_result(ok, "%s: chattr +j takes P2P away at once (no_direct_io), -j gives "
-			 "it back: %s\n", fs->name, why);
+	ksft_test_result(ok,
+			 "%s: chattr +j takes P2P away at once (no_direct_io), -j gives it back: %s\n",
+			 fs->name, why);
 }
 
 static void test_host(struct fs *fs)
@@ -282,12 +287,14 @@ static void test_host(struct fs *fs)
 				  sizeof(why))))
 		ok = 0;
 	if (ok && (r1 != r0 || r2 - r1 != 1)) {
-		snprintf(why, sizeof(why), "requests +%lld for the host read, +%lld for the "
-			 "readv (want 0, 1)", r1 - r0, r2 - r1);
+		snprintf(why, sizeof(why),
+			 "requests +%lld for the host read, +%lld for the readv (want 0, 1)",
+			 r1 - r0, r2 - r1);
 		ok = 0;
 	}
-	ksft_test_result(ok, "%s: a process with GPU memory mapped: a read into host memory "
-			 "is not routed, a readv with a GPU segment is: %s\n", fs->name, why);
+	ksft_test_result(ok,
+			 "%s: a process with GPU memory mapped: a read into host memory is not routed, a readv with a GPU segment is: %s\n",
+			 fs->name, why);
 }
 
 static void run(struct fs *fs)
@@ -301,7 +308,8 @@ static void run(struct fs *fs)
 	if (!strcmp(fs->type, "ext4") &&
 	    (umount(fs->dir) || mount(fs->dev, fs->dir, "ext4", 0, "nodelalloc")))
 		ksft_exit_fail_msg("%s: mount -o nodelalloc: %s\n", fs->dev, strerror(errno));
-	fs->fd = fs->fd_ra = -1;
+	fs->fd = -1;
+	fs->fd_ra = -1;
 	cur = fs;
 	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
 	snprintf(fs->knob, sizeof(fs->knob), "/sys/block/%s/spin/s_cutoff", fs->disk);

@@ -270,8 +270,8 @@ int main(void)
 	if (spin_gpu_find(gpu_dir, sizeof(gpu_dir)) ||
 	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev, sizeof(dev)))
 		die("rig devices not found");
-	snprintf(cmd, sizeof(cmd), "mkdir -p " MNT " && mkfs.ext4 -q -F -E nodiscard,"
-		 "lazy_itable_init=0,lazy_journal_init=0 %s && mount -t ext4 %s " MNT, dev, dev);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s && mkfs.ext4 -q -F %s %s && mount -t ext4 %s %s",
+		 MNT, "-E nodiscard,lazy_itable_init=0,lazy_journal_init=0", dev, dev, MNT);
 	if (system(cmd))
 		die("no ext4 on %s", dev);
 	host = malloc(MiB);
