@@ -256,6 +256,27 @@ ssize_t spin_read_cached(struct kiocb *iocb, struct iov_iter *iter)
 	return ret;
 }
 
+/*
+ * spin_leg_read - one leg of a routed read, with a fresh ->read_iter() call
+ *
+ * A synchronous clone of @orig (no completion callback, no wait queue) at
+ * @pos, without the flags @clear and with @set, into @len bytes of user
+ * memory at @addr.
+ */
+static ssize_t spin_leg_read(struct kiocb *orig, loff_t pos, unsigned long addr,
+			     size_t len, int clear, int set)
+{
+	struct file *file = orig->ki_filp;
+	struct iov_iter iter;
+	struct kiocb kiocb;
+
+	kiocb_clone(&kiocb, orig, file);
+	kiocb.ki_pos = pos;
+	kiocb.ki_flags = (kiocb.ki_flags & ~(clear | IOCB_WAITQ)) | set;
+	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
+	return file->f_op->read_iter(&kiocb, &iter);
+}
+
 /**
  * spin_sub_read_noio - copy what is cached of one leg, start no I/O
  * @orig: the request being routed
@@ -276,18 +297,8 @@ ssize_t spin_read_cached(struct kiocb *iocb, struct iov_iter *iter)
 ssize_t spin_sub_read_noio(struct kiocb *orig, loff_t pos, unsigned long addr,
 			   size_t len, bool dontcache)
 {
-	struct file *file = orig->ki_filp;
-	struct iov_iter iter;
-	struct kiocb kiocb;
-
-	kiocb_clone(&kiocb, orig, file);
-	kiocb.ki_pos = pos;
-	kiocb.ki_flags = (kiocb.ki_flags & ~(IOCB_DIRECT | IOCB_WAITQ |
-					     IOCB_DONTCACHE)) | IOCB_NOIO;
-	if (dontcache)
-		kiocb.ki_flags |= IOCB_DONTCACHE;
-	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
-	return file->f_op->read_iter(&kiocb, &iter);
+	return spin_leg_read(orig, pos, addr, len, IOCB_DIRECT | IOCB_DONTCACHE,
+			     IOCB_NOIO | (dontcache ? IOCB_DONTCACHE : 0));
 }
 
 /**
@@ -356,20 +367,8 @@ void spin_iter_advance(struct iov_iter *iter, size_t bytes)
 ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 		      size_t len, bool direct)
 {
-	struct file *file = orig->ki_filp;
-	struct iov_iter iter;
-	struct kiocb kiocb;
-
-	/* A synchronous clone: no completion callback, no wait queue. */
-	kiocb_clone(&kiocb, orig, file);
-	kiocb.ki_pos = pos;
-	kiocb.ki_flags &= ~IOCB_WAITQ;
-	if (direct)
-		kiocb.ki_flags |= IOCB_DIRECT;
-	else
-		kiocb.ki_flags &= ~IOCB_DIRECT;
-	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
-	return file->f_op->read_iter(&kiocb, &iter);
+	return spin_leg_read(orig, pos, addr, len, IOCB_DIRECT,
+			     direct ? IOCB_DIRECT : 0);
 }
 
 /**
@@ -484,16 +483,9 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 	struct file_ra_state *ra = &file->f_ra;
 	pgoff_t start = READ_ONCE(ra->start);
 	unsigned int size = READ_ONCE(ra->size);
-	struct iov_iter iter;
-	struct kiocb kiocb;
 	ssize_t ret;
 
-	kiocb_clone(&kiocb, orig, file);
-	kiocb.ki_pos = pos;
-	kiocb.ki_flags = (kiocb.ki_flags & ~(IOCB_DIRECT | IOCB_WAITQ)) |
-			 IOCB_DONTCACHE;
-	iov_iter_ubuf(&iter, ITER_DEST, (void __user *)addr, len);
-	ret = file->f_op->read_iter(&kiocb, &iter);
+	ret = spin_leg_read(orig, pos, addr, len, IOCB_DIRECT, IOCB_DONTCACHE);
 
 	win->mapping = (unsigned long)file->f_mapping;
 	win->start = READ_ONCE(ra->start);

@@ -124,3 +124,13 @@ int bench_drain(int fd, long long dev_size, long long bps, long long iops, void 
 			return -errno;
 	return 0;
 }
+
+/* The next value of a splitmix64 generator whose state is *@state. */
+unsigned long long bench_rng(unsigned long long *state)
+{
+	unsigned long long x = (*state += 0x9E3779B97F4A7C15ULL);
+
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}

@@ -24,5 +24,6 @@ const char *bench_opt(const char *bench, const char *key);
 long long bench_opt_ll(const char *bench, const char *key, long long def);
 double bench_median(const double *v, int n);
 int bench_drain(int fd, long long dev_size, long long bps, long long iops, void *buf);
+unsigned long long bench_rng(unsigned long long *state);
 
 #endif /* SPIN_BENCH_LIB_H */

@@ -184,15 +184,11 @@ static void set_residency(void)
 			die("populating the page cache: %s", strerror(errno));
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+static unsigned long long rng_state = 0x9E3779B97F4A7C15ULL;
 
 static uint64_t rng(void)
 {
-	uint64_t x = (rng_state += 0x9E3779B97F4A7C15ULL);
-
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-	return x ^ (x >> 31);
+	return bench_rng(&rng_state);
 }
 
 /* One timed run in the current mode, sampled into @p; returns MB/s and the requests. */

@@ -307,15 +307,11 @@ static double vmax(const double *v, int n)
 	return m;
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+static unsigned long long rng_state = 0x9E3779B97F4A7C15ULL;
 
 static uint64_t rng(void)
 {
-	uint64_t x = (rng_state += 0x9E3779B97F4A7C15ULL);
-
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-	return x ^ (x >> 31);
+	return bench_rng(&rng_state);
 }
 
 /* --- 1. the CPU-only check --- */
