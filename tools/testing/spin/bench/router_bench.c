@@ -370,12 +370,6 @@ static int gpu_buf_get(struct gpu_buf *b, size_t len)
 	return 0;
 }
 
-static void gpu_buf_put(struct gpu_buf *b, size_t len)
-{
-	munmap(b->p, len);
-	close(b->fd);
-}
-
 /*
  * The rounds run in two children forked alike: "off" never maps GPU memory
  * (MMF_P2PDMA is never set in it, so the router costs it one bit test per
