@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,4 +134,41 @@ unsigned long long bench_rng(unsigned long long *state)
 	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
 	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
 	return x ^ (x >> 31);
+}
+
+/*
+ * Writes a file of @len bytes holding spin_pattern_fill()'s pattern of @seed
+ * (through @buf of @buf_len bytes, which divides @len), syncs it and opens it
+ * again read-only, advised POSIX_FADV_RANDOM (for setting residencies without
+ * read-ahead). Returns that descriptor, or -1 with errno set.
+ */
+int bench_pattern_file(const char *path, size_t len, unsigned long long seed, void *buf,
+		       size_t buf_len)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	int ret;
+
+	if (fd < 0)
+		return -1;
+	for (size_t off = 0; off < len; off += buf_len) {
+		spin_pattern_fill(buf, off, buf_len, seed);
+		if (pwrite(fd, buf, buf_len, off) != (ssize_t)buf_len) {
+			close(fd);
+			return -1;
+		}
+	}
+	ret = fsync(fd);
+	close(fd);
+	if (ret)
+		return -1;
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	ret = posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+	if (ret) {
+		close(fd);
+		errno = ret;
+		return -1;
+	}
+	return fd;
 }

@@ -25,5 +25,7 @@ long long bench_opt_ll(const char *bench, const char *key, long long def);
 double bench_median(const double *v, int n);
 int bench_drain(int fd, long long dev_size, long long bps, long long iops, void *buf);
 unsigned long long bench_rng(unsigned long long *state);
+int bench_pattern_file(const char *path, size_t len, unsigned long long seed, void *buf,
+		       size_t buf_len);
 
 #endif /* SPIN_BENCH_LIB_H */

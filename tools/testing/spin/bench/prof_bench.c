@@ -247,7 +247,7 @@ int main(void)
 	long reqs[2] = { 0, 0 };
 	char cmd[512], dev[64], gpu_dir[PATH_MAX];
 	struct row *rows;
-	int fd, heap, buf;
+	int heap, buf;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	size = bench_opt_ll("prof_bench", "size", size);
@@ -272,21 +272,12 @@ int main(void)
 		die("no ext4 on %s", dev);
 	host = malloc(MiB);
 	drain_buf = spin_alloc_aligned(MiB);
-	fd = open(PATH, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	raw_fd = open(dev, O_RDONLY | O_DIRECT);
-	if (!host || !drain_buf || fd < 0 || raw_fd < 0 || ioctl(raw_fd, BLKGETSIZE64, &dev_size))
+	if (!host || !drain_buf || raw_fd < 0 || ioctl(raw_fd, BLKGETSIZE64, &dev_size))
 		die("setting up: %s", strerror(errno));
-	for (off_t off = 0; off < (off_t)FILE_LEN; off += MiB) {
-		spin_pattern_fill(host, off, MiB, 7);
-		if (pwrite(fd, host, MiB, off) != (ssize_t)MiB)
-			die("writing %s: %s", PATH, strerror(errno));
-	}
-	if (fsync(fd))
-		die("fsync: %s", strerror(errno));
-	close(fd);
-	setup_fd = open(PATH, O_RDONLY);
-	if (setup_fd < 0 || posix_fadvise(setup_fd, 0, 0, POSIX_FADV_RANDOM))
-		die("open %s: %s", PATH, strerror(errno));
+	setup_fd = bench_pattern_file(PATH, FILE_LEN, 7, host, MiB);
+	if (setup_fd < 0)
+		die("writing %s: %s", PATH, strerror(errno));
 	gpu = spin_gpu_buffer(gpu_dir, 8 * MiB, &heap, &buf);
 	if (gpu == MAP_FAILED)
 		die("no GPU memory: %s", strerror(errno));

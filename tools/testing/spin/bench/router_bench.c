@@ -957,7 +957,7 @@ int main(void)
 	static struct cell cells[NCELL];
 	char cmd[512], path[PATH_MAX], ra[32], release[128] = "?";
 	struct gpu_buf gbuf;
-	int spin, heap, fd, nc = 0;
+	int spin, heap, nc = 0;
 	double matrix_start;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -994,21 +994,12 @@ int main(void)
 		die("no ext4 on %s (%s)", dev, SPIN_NVME0_SERIAL);
 	host = malloc(HOST_LEN);
 	drain_buf = spin_alloc_aligned(MiB);
-	fd = open(PATH, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	raw_fd = open(dev, O_RDONLY | O_DIRECT);
-	if (!host || !drain_buf || fd < 0 || raw_fd < 0 || ioctl(raw_fd, BLKGETSIZE64, &dev_size))
+	if (!host || !drain_buf || raw_fd < 0 || ioctl(raw_fd, BLKGETSIZE64, &dev_size))
 		die("setting up the file and the disk: %s", strerror(errno));
-	for (size_t off = 0; off < file_len; off += HOST_LEN) {
-		spin_pattern_fill(host, off, HOST_LEN, SEED);
-		if (pwrite(fd, host, HOST_LEN, off) != (ssize_t)HOST_LEN)
-			die("writing %s: %s", PATH, strerror(errno));
-	}
-	if (fsync(fd))
-		die("fsync: %s", strerror(errno));
-	close(fd);
-	setup_fd = open(PATH, O_RDONLY);
-	if (setup_fd < 0 || posix_fadvise(setup_fd, 0, 0, POSIX_FADV_RANDOM))
-		die("open %s: %s", PATH, strerror(errno));
+	setup_fd = bench_pattern_file(PATH, file_len, SEED, host, HOST_LEN);
+	if (setup_fd < 0)
+		die("writing %s: %s", PATH, strerror(errno));
 
 	printf("rb-header kernel=%s disk=%s file_mib=%ld chunk=%zu rounds=%ld max_rounds=%ld "
 	       "budget_s=%ld cpu_rounds=%ld tmax_ms=%ld ra_kb=%s bps=%lld iops=%lld max_size=%lld model=%s "
