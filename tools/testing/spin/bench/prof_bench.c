@@ -14,7 +14,9 @@
  * Options on the kernel command line (make bench-prof PROF_ARGS=...):
  * prof_bench.size (bytes per read, 4096), .res (0, 50 or 100: percent of the
  * file resident, 50 = alternating 1 MiB chunks; 50), .rnd (1: random
- * offsets; 0), .secs (seconds per mode and round, 2), .rounds (3), .top (30).
+ * offsets; 0), .secs (timed seconds per mode and round, in whole passes over
+ * the file; 2), .rounds (3), .top (30). Also counts the folios the page
+ * cache takes in, by order (tracefs).
  *
  * Emulator figures (QEMU TCG): compare the modes only.
  */
@@ -28,6 +30,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/fs.h>
@@ -44,6 +47,9 @@
 #define MODE_PATH "/sys/kernel/spin/mode"
 #define MAX_SYMS 200000
 #define RING_PAGES 256
+#define MAX_ORDER_SEEN 10
+#define TRACING "/sys/kernel/tracing"
+#define ADD_EVENT TRACING "/events/filemap/mm_filemap_add_to_page_cache/enable"
 
 struct sym {
 	unsigned long long addr;
@@ -119,6 +125,9 @@ struct prof {
 	size_t data_len;
 	unsigned int *hits;
 	long samples;
+	/* Folios the page cache took in during the runs, by order (tracefs). */
+	long folios[MAX_ORDER_SEEN + 1];
+	int lost;
 };
 
 static void prof_open(struct prof *p)
@@ -168,6 +177,55 @@ static void prof_drain(struct prof *p)
 	__atomic_store_n(&p->meta->data_tail, tail, __ATOMIC_RELEASE);
 }
 
+/*
+ * The orders of the folios added to the page cache meanwhile, from the
+ * mm_filemap_add_to_page_cache event: how large read-ahead's folios are in
+ * each mode. Marks the profile as incomplete if the trace buffer overflowed.
+ */
+static void orders_begin(void)
+{
+	if (access(TRACING "/trace", F_OK) && mount("nodev", TRACING, "tracefs", 0, NULL))
+		die("mounting tracefs: %s", strerror(errno));
+	int fd;
+
+	if (spin_write_file(TRACING "/tracing_on", "0") ||
+	    spin_write_file(TRACING "/buffer_size_kb", "32768"))
+		die("tracefs: %s", strerror(errno));
+	/* Opening the buffer with O_TRUNC empties it. */
+	fd = open(TRACING "/trace", O_WRONLY | O_TRUNC);
+	if (fd < 0 || close(fd) || spin_write_file(ADD_EVENT, "1") ||
+	    spin_write_file(TRACING "/tracing_on", "1"))
+		die("tracefs: %s", strerror(errno));
+}
+
+static void orders_end(struct prof *p)
+{
+	char line[512], *o;
+	FILE *f;
+
+	spin_write_file(TRACING "/tracing_on", "0");
+	spin_write_file(ADD_EVENT, "0");
+	f = fopen(TRACING "/trace", "r");
+	if (!f)
+		die("tracefs: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long in, written;
+
+		if (sscanf(line, "# entries-in-buffer/entries-written: %lu/%lu", &in,
+			   &written) == 2 && in < written)
+			p->lost = 1;
+		if (line[0] == '#')
+			continue;
+		o = strstr(line, " order=");
+		if (o) {
+			int k = atoi(o + 7);
+
+			p->folios[k < 0 ? 0 : k > MAX_ORDER_SEEN ? MAX_ORDER_SEEN : k]++;
+		}
+	}
+	fclose(f);
+}
+
 static int setup_fd = -1, raw_fd = -1;
 static long long dev_size;
 static uint8_t *host, *drain_buf, *gpu;
@@ -191,40 +249,46 @@ static uint64_t rng(void)
 	return bench_rng(&rng_state);
 }
 
-/* One timed run in the current mode, sampled into @p; returns MB/s and the requests. */
+/*
+ * Timed passes in the current mode, sampled into @p, until @secs of them;
+ * returns MB/s and adds the requests to *@reqs. A pass reads the file once
+ * (sequential) or as many random slots as it has, after its residency is set
+ * again (untimed): a pass over pages an earlier pass left cached would
+ * measure the page cache's reuse, not the cell.
+ */
 static double run(struct prof *p, long *reqs)
 {
 	long n = 0, slots = FILE_LEN / size;
-	double t0, t;
-	off_t off = 0;
+	double busy = 0, t0;
 	int fd;
 
-	set_residency();
-	if (bench_drain(raw_fd, dev_size, bps, iops, drain_buf))
-		die("draining the throttle: %s", strerror(errno));
-	fd = open(PATH, O_RDONLY);
-	if (fd < 0)
-		die("open %s: %s", PATH, strerror(errno));
-	ioctl(p->fd, PERF_EVENT_IOC_ENABLE, 0);
-	t0 = bench_now();
 	do {
-		off_t at = rnd ? (off_t)(rng() % slots) * size : off;
+		set_residency();
+		if (bench_drain(raw_fd, dev_size, bps, iops, drain_buf))
+			die("draining the throttle: %s", strerror(errno));
+		fd = open(PATH, O_RDONLY);
+		if (fd < 0)
+			die("open %s: %s", PATH, strerror(errno));
+		orders_begin();
+		ioctl(p->fd, PERF_EVENT_IOC_ENABLE, 0);
+		t0 = bench_now();
+		for (long i = 0; i < slots; i++) {
+			off_t at = (off_t)(rnd ? (long)(rng() % slots) : i) * size;
 
-		for (int i = 0; i < 64; i++) {
 			if (pread(fd, gpu + at % (8 * MiB), size, at) != size)
 				die("pread into GPU memory: %s", strerror(errno));
 			n++;
-			off = (off + size) % FILE_LEN;
-			at = rnd ? (off_t)(rng() % slots) * size : off;
+			if (i % 64 == 63)
+				prof_drain(p);
 		}
+		busy += bench_now() - t0;
+		ioctl(p->fd, PERF_EVENT_IOC_DISABLE, 0);
+		orders_end(p);
 		prof_drain(p);
-	} while (bench_now() - t0 < secs);
-	t = bench_now() - t0;
-	ioctl(p->fd, PERF_EVENT_IOC_DISABLE, 0);
-	prof_drain(p);
-	close(fd);
+		close(fd);
+	} while (busy < secs);
 	*reqs += n;
-	return n * (double)size / t / 1e6;
+	return n * (double)size / busy / 1e6;
 }
 
 struct row {
@@ -312,6 +376,13 @@ int main(void)
 			       rows[i].sym == nsyms ? "(unknown)" : syms[rows[i].sym].name,
 			       100.0 * rows[i].hits / p->samples, rows[i].hits * us / reqs[m]);
 		printf("| all kernel samples | 100%% | %.2f |\n", p->samples * us / reqs[m]);
+		printf("\nFolios added to the page cache by order (%s%s):",
+		       "mm_filemap_add_to_page_cache", p->lost ? ", **events lost**" : "");
+		for (int k = 0; k <= MAX_ORDER_SEEN; k++)
+			if (p->folios[k])
+				printf(" order %d: %ld folios (%ld pages);", k, p->folios[k],
+				       p->folios[k] << k);
+		printf("\n");
 	}
 	printf("ok 1 - prof_bench\n");
 	return 0;
