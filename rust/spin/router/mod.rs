@@ -172,10 +172,26 @@ fn classify(mm: &MmWithUser, addr: usize) -> Dest {
     }
 }
 
-/// Whether any user segment of the destination starts in GPU memory.
-fn any_gpu(req: &Request<'_>, mm: &MmWithUser) -> bool {
-    req.segments()
-        .any(|(addr, _)| matches!(classify(mm, addr), Dest::Gpu { .. }))
+/// Whether any user segment of the destination starts in GPU memory; if so, the first segment's
+/// address and classification, which [`route`] uses again instead of looking a second time.
+fn any_gpu(req: &Request<'_>, mm: &MmWithUser) -> Option<(usize, Dest)> {
+    let mut first = None;
+    let mut gpu = false;
+    for (addr, _) in req.segments() {
+        let dest = classify(mm, addr);
+        gpu = matches!(dest, Dest::Gpu { .. });
+        if first.is_none() {
+            first = Some((addr, dest));
+        }
+        if gpu {
+            break;
+        }
+    }
+    if gpu {
+        first
+    } else {
+        None
+    }
 }
 
 /// The VFS entry of the router; see the module documentation.
@@ -225,9 +241,9 @@ fn enter(req: &mut Request<'_>) -> isize {
     let Some(mm) = current.mm() else {
         return req.passthrough();
     };
-    if !any_gpu(req, mm) {
+    let Some(first) = any_gpu(req, mm) else {
         return req.passthrough();
-    }
+    };
     match routable {
         // The router's I/O blocks: io_uring issues the request again from a worker.
         Routable::Later => return EAGAIN.to_errno() as isize,
@@ -241,7 +257,7 @@ fn enter(req: &mut Request<'_>) -> isize {
         writer::append_fallback(req);
         return req.passthrough();
     }
-    route(req, mm)
+    route(req, mm, first)
 }
 
 /// Whether the request's user memory is one segment inside one GPU mapping.
@@ -257,7 +273,8 @@ fn single_gpu_piece(req: &Request<'_>, mm: &MmWithUser) -> bool {
 
 /// Transfers the user memory piece by piece: GPU pieces routed, host pieces read or written as
 /// usual.
-fn route(req: &mut Request<'_>, mm: &MmWithUser) -> isize {
+fn route(req: &mut Request<'_>, mm: &MmWithUser, first: (usize, Dest)) -> isize {
+    let mut first = Some(first);
     let mut pos = req.pos();
     let mut done: usize = 0;
     let mut error = None;
@@ -265,7 +282,11 @@ fn route(req: &mut Request<'_>, mm: &MmWithUser) -> isize {
         let mut off = 0;
         while off < len {
             let a = addr + off;
-            let (end, gpu) = match classify(mm, a) {
+            let dest = match first.take() {
+                Some((at, dest)) if at == a => dest,
+                _ => classify(mm, a),
+            };
+            let (end, gpu) = match dest {
                 Dest::Gpu { end, pdev } => (end, Some(pdev)),
                 Dest::Host { end } => (end, None),
             };
