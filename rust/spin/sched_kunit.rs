@@ -15,7 +15,7 @@ mod tests {
     use kernel::prelude::*;
 
     /// Number of wrappers below; must equal `cases::CASES.len()`.
-    const WRAPPED: usize = 27;
+    const WRAPPED: usize = 29;
 
     /// Logs where a case failed; KTAP names the case.
     fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
@@ -166,5 +166,15 @@ mod tests {
     #[test]
     fn partition_rebuilt_smaller() -> Result<(), CaseError> {
         report(cases::partition_rebuilt_smaller())
+    }
+
+    #[test]
+    fn partition_watermarks_order() -> Result<(), CaseError> {
+        report(cases::partition_watermarks_order())
+    }
+
+    #[test]
+    fn readahead_leg_in_window() -> Result<(), CaseError> {
+        report(cases::readahead_leg_in_window())
     }
 }

@@ -13,7 +13,7 @@ use super::greedy::greedy;
 use super::optimal::{optimal, Slot};
 use super::overlap::overlap;
 use super::plan::{self, Leg, PlanError, Window};
-use super::readahead::{self, Partition, Stream, Weighted};
+use super::readahead::{self, Partition, Stream, Watermarks, Weighted};
 use super::released::{keeps, released};
 use super::runs::{Runs, RunsBuilder, RunsError};
 use super::schedule::{
@@ -115,6 +115,8 @@ pub const CASES: &[Case] = &[
     ("readahead_prefetch_rule", readahead_prefetch_rule),
     ("partition_bounds_pages_fifo", partition_bounds_pages_fifo),
     ("partition_rebuilt_smaller", partition_rebuilt_smaller),
+    ("partition_watermarks_order", partition_watermarks_order),
+    ("readahead_leg_in_window", readahead_leg_in_window),
 ];
 
 fn gen4() -> Result<Params, CaseError> {
@@ -800,5 +802,40 @@ pub fn partition_rebuilt_smaller() -> Result<(), CaseError> {
     check!(evicted[..n] == [1, 2, 3, 4]);
     check!(new.pop(&new_slots) == Some(Entry(5, 1)));
     check!(new.pop(&new_slots) == Some(Entry(6, 1)));
+    Ok(())
+}
+
+/// The watermarks are ordered, leave a quarter of the limit to windows in flight and never
+/// close the partition.
+pub fn partition_watermarks_order() -> Result<(), CaseError> {
+    for limit in (0..=1100u64).chain([1 << 18, u64::MAX / 2, u64::MAX]) {
+        let w = Watermarks::new(limit);
+        check!(w.target <= w.kick && w.kick <= w.hard && w.hard <= limit);
+        check!(limit - w.hard >= limit / 4);
+        check!(limit == 0 || w.hard >= 1);
+    }
+    let w = Watermarks::new(512);
+    check!(w.hard == 384 && w.kick == 288 && w.target == 256);
+    Ok(())
+}
+
+/// A leg is accounted if it lies in the current window or the one before it.
+pub fn readahead_leg_in_window() -> Result<(), CaseError> {
+    // Window 64..96: the one before is at most 32..64.
+    check!(readahead::in_window(64, 65, 64, 32));
+    check!(readahead::in_window(40, 41, 64, 32));
+    check!(readahead::in_window(32, 96, 64, 32));
+    check!(!readahead::in_window(31, 33, 64, 32));
+    check!(!readahead::in_window(95, 97, 64, 32));
+    check!(!readahead::in_window(200, 201, 64, 32));
+    // No window: nothing was accounted.
+    check!(!readahead::in_window(0, 1, 0, 0));
+    check!(readahead::in_window(0, 1, 0, 4));
+    check!(readahead::in_window(
+        u64::MAX - 1,
+        u64::MAX,
+        u64::MAX - 1,
+        4
+    ));
     Ok(())
 }

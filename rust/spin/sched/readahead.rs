@@ -11,11 +11,14 @@
 //! file's stream as the kernel's own read-ahead sees it (`file_ra_state`), unless the file was
 //! advised random or has read-ahead off.
 //!
-//! The folios that read-ahead brings in for the GPU are dropbehind folios: the GPU read that
-//! consumes them drops them, and a CPU read or fault takes them into the page cache for good
-//! (mm/filemap.c). [`Partition`] bounds what the rest may hold: a FIFO of folios weighted by
-//! their pages, whose oldest entries are handed back for eviction when a new one would exceed
-//! the limit. It stores entries in a caller-provided slice and never allocates.
+//! The folios that read-ahead brings in for the GPU are dropbehind folios: a CPU read or fault
+//! takes them into the page cache for good (mm/filemap.c); the GPU read that consumes them
+//! leaves them to the partition (`IOCB_DONTCACHE_DEFER`). [`Partition`] bounds what they may
+//! hold: a FIFO of folios weighted by their pages, whose oldest entries are handed back for
+//! eviction when a new one would exceed its bound. It stores entries in a caller-provided slice
+//! and never allocates. [`Watermarks`] splits a limit between the FIFO, the windows in flight
+//! and a background evictor, so that readers seldom evict themselves; [`in_window`] says
+//! whether a read-ahead leg's pages were accounted by a window.
 //!
 //! Only `core` is used: the same file builds into the kernel and into the host crate. See
 //! Documentation/spin/readahead.rst.
@@ -147,4 +150,50 @@ impl Partition {
         self.pages += pages;
         true
     }
+}
+
+/// How a partition of `limit` pages stays within its limit while readers seldom evict.
+///
+/// A window that read-ahead brings in for the GPU is in the page cache before the router admits
+/// it, so the FIFO's books may hold at most [`Watermarks::hard`] pages: the last quarter of the
+/// limit is left to windows in flight (four streams with the default 128 KiB window). A reader
+/// whose admission would exceed `hard` evicts the oldest entries itself. Before that, once the
+/// books hold more than [`Watermarks::kick`] pages, a reader wakes a background evictor that
+/// brings them down to [`Watermarks::target`]: the oldest entries are the pages the streams
+/// consumed first, and the half of the limit that stays keeps what read-ahead brought in but
+/// the streams did not consume yet.
+///
+/// For every limit, `target <= kick <= hard <= limit`, and `hard >= 1` if `limit >= 1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Watermarks {
+    /// The most pages the books hold.
+    pub hard: u64,
+    /// Above this many pages, admission wakes the background evictor.
+    pub kick: u64,
+    /// The background evictor stops at this many pages.
+    pub target: u64,
+}
+
+impl Watermarks {
+    /// The watermarks of a partition of `limit` pages.
+    pub const fn new(limit: u64) -> Self {
+        let target = limit / 2;
+        Self {
+            hard: limit - limit / 4,
+            kick: target + limit / 16,
+            target,
+        }
+    }
+}
+
+/// Whether the pages `first .. end` of a read-ahead leg lie in the region a read-ahead window
+/// `start .. start + nr` and the one before it cover, `start - nr .. start + nr` (windows never
+/// shrink while a stream runs, so the one before is at most `nr` pages).
+///
+/// A sequential leg consumes pages of the current window or of the one before, both admitted
+/// into the partition when they were read ahead. A leg outside (read-ahead was skipped, for
+/// instance under cgroup I/O congestion, and the filesystem read the folios one by one) read
+/// folios no window accounted, and the caller admits them itself.
+pub fn in_window(first: u64, end: u64, start: u64, nr: u64) -> bool {
+    nr != 0 && first >= start.saturating_sub(nr) && end <= start.saturating_add(nr)
 }

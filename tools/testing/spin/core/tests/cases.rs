@@ -53,4 +53,6 @@ cases!(
     readahead_prefetch_rule,
     partition_bounds_pages_fifo,
     partition_rebuilt_smaller,
+    partition_watermarks_order,
+    readahead_leg_in_window,
 );
