@@ -234,15 +234,21 @@ void spin_file_stream(struct file *file, struct spin_stream *stream);
 void spin_file_set_prev_pos(struct file *file, loff_t pos);
 
 /**
- * struct spin_ra_window - read-ahead done during a GPU page-cache leg
+ * struct spin_ra_window - the read-ahead window after a GPU page-cache leg
  * @mapping: the file's mapping, as a number: compared, never followed
- * @start: first page of the window read ahead
- * @nr: pages in it; 0 if the leg started no read-ahead
+ * @start: first page of the file's read-ahead window
+ * @nr: pages in it; 0 if the file has none
+ * @prev_start: first page of the window before the leg
+ * @prev_nr: pages in that window; 0 if there was none
+ * @moved: the leg started read-ahead: the window is new
  */
 struct spin_ra_window {
 	unsigned long mapping;
 	pgoff_t start;
 	unsigned long nr;
+	pgoff_t prev_start;
+	unsigned long prev_nr;
+	bool moved;
 };
 
 /**
@@ -258,7 +264,7 @@ struct spin_ra_folio {
 };
 
 ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
-			 size_t len, struct spin_ra_window *win);
+			 size_t len, bool defer, struct spin_ra_window *win);
 unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 			     struct spin_ra_folio *out, unsigned int max);
 int spin_sysfs_init(void);

@@ -30,6 +30,12 @@
 #define CREATE_RUST_TRACE_POINTS
 #include <trace/events/spin.h>
 
+/*
+ * An uncached read into GPU memory that leaves the dropbehind folios it
+ * consumes to the GPU read-ahead partition (mm/filemap.c).
+ */
+#define SPIN_RA_DEFER (IOCB_DONTCACHE | IOCB_DONTCACHE_DEFER)
+
 DEFINE_STATIC_KEY_FALSE(spin_route_key);
 
 /**
@@ -285,7 +291,8 @@ static ssize_t spin_leg_read(struct kiocb *orig, loff_t pos, unsigned long addr,
  * @len: length of the leg
  * @dontcache: read uncached (IOCB_DONTCACHE; the caller checked
  *             FOP_DONTCACHE), so that GPU read-ahead's dropbehind folios
- *             are dropped when consumed instead of being promoted
+ *             are not promoted; they stay for the GPU read-ahead partition
+ *             to evict (IOCB_DONTCACHE_DEFER)
  *
  * As spin_sub_read() without @direct, with IOCB_NOIO: the pages that are
  * cached and up to date are copied, the read ends at the first that is not,
@@ -297,8 +304,9 @@ static ssize_t spin_leg_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 ssize_t spin_sub_read_noio(struct kiocb *orig, loff_t pos, unsigned long addr,
 			   size_t len, bool dontcache)
 {
-	return spin_leg_read(orig, pos, addr, len, IOCB_DIRECT | IOCB_DONTCACHE,
-			     IOCB_NOIO | (dontcache ? IOCB_DONTCACHE : 0));
+	return spin_leg_read(orig, pos, addr, len,
+			     IOCB_DIRECT | IOCB_DONTCACHE | IOCB_DONTCACHE_DEFER,
+			     IOCB_NOIO | (dontcache ? SPIN_RA_DEFER : 0));
 }
 
 /**
@@ -465,19 +473,22 @@ void spin_file_set_prev_pos(struct file *file, loff_t pos)
  * @pos: file offset of the leg
  * @addr: user address of the leg's destination (GPU memory)
  * @len: length of the leg
- * @win: filled in: the window read ahead during the leg, if any
+ * @defer: leave the dropbehind folios the leg consumes to the GPU read-ahead
+ *         partition (IOCB_DONTCACHE_DEFER) instead of dropping them now
+ * @win: filled in: the file's read-ahead window after the leg
  *
  * As spin_sub_read() without @direct, with IOCB_DONTCACHE: the folios that
- * read-ahead brings in for the GPU are dropbehind folios, dropped by the read
- * that consumes them and taken into the page cache for good by a CPU read or
- * fault (mm/filemap.c). The caller checked FOP_DONTCACHE. If the file's
- * read-ahead window moved during the leg, @win says where it is now, for the
- * GPU read-ahead partition to account its folios.
+ * read-ahead brings in for the GPU are dropbehind folios, taken into the
+ * page cache for good by a CPU read or fault (mm/filemap.c), and dropped by
+ * the read that consumes them unless @defer. The caller checked
+ * FOP_DONTCACHE. @win says where the file's read-ahead window is after the
+ * leg and whether the leg moved it, for the GPU read-ahead partition to
+ * account its folios.
  *
  * Return: bytes read or a negative errno, as ->read_iter().
  */
 ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
-			 size_t len, struct spin_ra_window *win)
+			 size_t len, bool defer, struct spin_ra_window *win)
 {
 	struct file *file = orig->ki_filp;
 	struct file_ra_state *ra = &file->f_ra;
@@ -485,13 +496,16 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 	unsigned int size = READ_ONCE(ra->size);
 	ssize_t ret;
 
-	ret = spin_leg_read(orig, pos, addr, len, IOCB_DIRECT, IOCB_DONTCACHE);
+	ret = spin_leg_read(orig, pos, addr, len,
+			    IOCB_DIRECT | IOCB_DONTCACHE_DEFER,
+			    defer ? SPIN_RA_DEFER : IOCB_DONTCACHE);
 
 	win->mapping = (unsigned long)file->f_mapping;
 	win->start = READ_ONCE(ra->start);
 	win->nr = READ_ONCE(ra->size);
-	if (win->start == start && win->nr == size)
-		win->nr = 0;
+	win->prev_start = start;
+	win->prev_nr = size;
+	win->moved = win->nr && (win->start != start || win->nr != size);
 	return ret;
 }
 

@@ -473,7 +473,9 @@ impl Request<'_> {
     }
 
     /// Reads `len` bytes at `pos` into user memory at `addr` through the page cache, uncached
-    /// (`IOCB_DONTCACHE`); returns the bytes read and the window read ahead meanwhile, if any.
+    /// (`IOCB_DONTCACHE`); returns the bytes read and the file's read-ahead window after the
+    /// leg (`nr` 0 if it has none). With `defer` the dropbehind folios the leg consumes stay for the GPU
+    /// read-ahead partition to evict (`IOCB_DONTCACHE_DEFER`) instead of being dropped now.
     ///
     /// The caller checked that the filesystem supports uncached reads ([`Request::stream`]).
     pub(crate) fn sub_read_ra(
@@ -481,19 +483,30 @@ impl Request<'_> {
         pos: i64,
         addr: usize,
         len: usize,
-    ) -> (Result<usize>, Option<RaWindow>) {
+        defer: bool,
+    ) -> (Result<usize>, RaWindow) {
         // SAFETY: `spin_ra_window` is plain data; all-zero is a valid value.
         let mut win: bindings::spin_ra_window = unsafe { core::mem::zeroed() };
         // SAFETY: `iocb` is valid (type invariant); the user range is checked by the filesystem
         // (it is an ordinary user pointer, as in read(2)); `win` is a local.
         let ret = unsafe {
-            bindings::spin_sub_read_ra(self.iocb.as_ptr(), pos, addr as c_ulong, len, &mut win)
+            bindings::spin_sub_read_ra(
+                self.iocb.as_ptr(),
+                pos,
+                addr as c_ulong,
+                len,
+                defer,
+                &mut win,
+            )
         };
-        let win = (win.nr != 0).then_some(RaWindow {
+        let win = RaWindow {
             mapping: win.mapping as usize,
             start: win.start as u64,
             nr: win.nr as u64,
-        });
+            prev_start: win.prev_start as u64,
+            prev_nr: win.prev_nr as u64,
+            moved: win.moved,
+        };
         if ret < 0 {
             return (Err(Error::from_errno(ret as c_int)), win);
         }
@@ -638,15 +651,22 @@ impl Request<'_> {
     }
 }
 
-/// A window the file's read-ahead read during a GPU page-cache leg (`struct spin_ra_window`).
+/// The file's read-ahead window after a GPU page-cache leg (`struct spin_ra_window`), or a
+/// range of the file's pages to account like one.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RaWindow {
     /// The file's mapping, as a number: compared, never followed.
     pub(crate) mapping: usize,
     /// First page of the window.
     pub(crate) start: u64,
-    /// Pages in it, at least one.
+    /// Pages in it; 0 if the file has no window.
     pub(crate) nr: u64,
+    /// First page of the window before the leg.
+    pub(crate) prev_start: u64,
+    /// Pages in that window; 0 if there was none.
+    pub(crate) prev_nr: u64,
+    /// The leg read it ahead: its folios are new.
+    pub(crate) moved: bool,
 }
 
 /// A dropbehind folio of a read-ahead window (`struct spin_ra_folio`).

@@ -359,25 +359,64 @@ impl Ctx<'_, '_> {
 
     /// Reads a leg through the page cache; with [`Ctx::ra`], uncached, admitting what
     /// read-ahead brought in meanwhile into the GPU read-ahead partition. Returns the bytes read
-    /// and the window read ahead, if any.
-    fn copy_ra(&mut self, pos: i64, addr: usize, len: usize) -> Result<(usize, Option<RaWindow>)> {
-        let (n, win) = if self.ra {
-            let (r, win) = self.req.sub_read_ra(pos, addr, len);
-            if let Some(win) = &win {
-                let pages = readahead::admit(self.req, &self.info, win);
-                self.account.ra_pages(pages);
+    /// and the window the leg read ahead, if any.
+    ///
+    /// With `defer` (sequential legs, whose pages read-ahead windows cover) the dropbehind
+    /// folios the leg consumes are left to the partition, which evicts them in the background
+    /// ([`readahead::admit`]). Pages of the leg before the new window that no admitted window
+    /// covers (read-ahead skipped, or a synchronous window that an asynchronous one replaced
+    /// within the leg) are admitted here. Other legs drop the dropbehind folios they consume,
+    /// as the pages of a random read are in no window.
+    fn copy_ra(
+        &mut self,
+        pos: i64,
+        addr: usize,
+        len: usize,
+        defer: bool,
+    ) -> Result<(usize, Option<RaWindow>)> {
+        if !self.ra {
+            let n = self.req.sub_read(pos, addr, len, false)?;
+            self.done(pos, n, false);
+            return Ok((n, None));
+        }
+        let (r, win) = self.req.sub_read_ra(pos, addr, len, defer);
+        let mut pages = 0;
+        if win.moved {
+            pages += readahead::admit(self.req, &self.info, &win);
+        }
+        if let (true, Ok(n)) = (defer, &r) {
+            let page = PAGE_SIZE as u64;
+            let first = pos as u64 / page;
+            let mut end = (pos as u64 + *n as u64).div_ceil(page);
+            // The pages up to the new window (admitted above), the leg's and those read ahead
+            // with them, were admitted with the windows before it, unless they lie outside.
+            let (seen, seen_nr) = if win.moved {
+                end = win.start;
+                (win.prev_start, win.prev_nr)
+            } else {
+                (win.start, win.nr)
+            };
+            if *n > 0 && first < end && !sched::readahead::in_window(first, end, seen, seen_nr) {
+                let leg = RaWindow {
+                    start: first,
+                    nr: end - first,
+                    moved: true,
+                    ..win
+                };
+                pages += readahead::admit(self.req, &self.info, &leg);
             }
-            (r?, win)
-        } else {
-            (self.req.sub_read(pos, addr, len, false)?, None)
-        };
+        }
+        if pages != 0 {
+            self.account.ra_pages(pages);
+        }
+        let n = r?;
         self.done(pos, n, false);
-        Ok((n, win))
+        Ok((n, win.moved.then_some(win)))
     }
 
     /// Reads a leg through the page cache (see [`Ctx::copy_ra`]).
     fn copy(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
-        self.copy_ra(pos, addr, len).map(|(n, _)| n)
+        self.copy_ra(pos, addr, len, false).map(|(n, _)| n)
     }
 
     /// Accounts for a finished P2P leg; one that failed is counted and redone through the page
@@ -402,7 +441,7 @@ impl Ctx<'_, '_> {
     /// it), which costs no residency lookup.
     fn prefetch(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
         let first = pos as u64 / PAGE_SIZE as u64;
-        let r = self.copy_ra(pos, addr, len);
+        let r = self.copy_ra(pos, addr, len, true);
         let miss = matches!(&r, Ok((_, Some(win))) if win.start <= first);
         self.account.ra_request(!miss);
         r.map(|(n, _)| n)

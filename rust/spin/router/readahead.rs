@@ -5,43 +5,55 @@
 //!
 //! In `auto` mode the router reads every page-cache leg into GPU memory uncached
 //! (`IOCB_DONTCACHE`, see `spin_sub_read_ra()`), so the folios the file's read-ahead brings in
-//! meanwhile are dropbehind folios (mm/filemap.c, mm/readahead.c): the GPU read that moves past
-//! one drops it, and a CPU read or page fault clears the flag and keeps the folio cached like
-//! any other. A GPU stream therefore holds little more than its read-ahead window. What is left
-//! over (a stream that stopped, windows read ahead but never consumed) is bounded here: every
-//! dropbehind folio of a window read ahead during a GPU leg is admitted into one system-wide
-//! FIFO ([`crate::sched::readahead::Partition`]) of at most `/sys/kernel/spin/ra_partition_pages`
-//! pages, and when a new folio would exceed that, the oldest entries are evicted with
-//! `filemap_evict_dropbehind()`: dropped if still clean, unmapped dropbehind folios, left alone
-//! otherwise (promoted by a CPU access, mapped, dirty or under writeback: nothing is lost).
+//! meanwhile are dropbehind folios (mm/filemap.c, mm/readahead.c): a CPU read or page fault
+//! clears the flag and keeps the folio cached like any other. Every dropbehind folio of a
+//! window read ahead during a GPU leg is admitted into one system-wide FIFO
+//! ([`crate::sched::readahead::Partition`]) of at most `/sys/kernel/spin/ra_partition_pages`
+//! pages, and evicted from it oldest first with `filemap_evict_dropbehind()`: dropped if still
+//! a clean, unmapped dropbehind folio, left alone otherwise (promoted by a CPU access, mapped,
+//! dirty or under writeback: nothing is lost).
+//!
+//! A sequential GPU read (P-readahead) leaves the folios it consumes to the partition
+//! (`IOCB_DONTCACHE_DEFER`) instead of dropping each one itself, which would cost the reader
+//! the page cache's and the LRU's locks, with interrupts off, once per folio. The partition
+//! keeps within its limit by [`Watermarks`]: its books hold at most three quarters of it (the
+//! rest is left to windows read ahead but not admitted yet); above 9/16 an admission wakes the
+//! [`Evictor`], which evicts the oldest entries, the pages the streams consumed first, down to
+//! half the limit on an unbound workqueue, away from the readers. The cached prefix copied
+//! before a schedule (no I/O) leaves them too. Other page-cache legs (the edges and uncached
+//! runs of a schedule, whose read-ahead may be no window) drop what they consume themselves.
 //!
 //! Entries hold no folio references: a folio is remembered by pfn, mapping and index and found
 //! again speculatively, so truncation, hole punching, `POSIX_FADV_DONTNEED` and reclaim never
-//! wait for the partition. An entry whose folio already left the page cache (the usual fate:
-//! the GPU read consumed it) is simply forgotten when its turn comes. The partition's page
-//! count is therefore an upper bound of what it holds in the page cache.
+//! wait for the partition. An entry whose folio already left the page cache (truncated,
+//! invalidated, reclaimed, or consumed by a leg that drops) is simply forgotten when its turn
+//! comes. The partition's page count is therefore an upper bound of what it holds in the page
+//! cache.
 //!
 //! Lock order: [`PARTITION`] → folio lock (trylock only) → the mapping's `i_lock` and
 //! `i_pages` lock (inside `folio_unmap_invalidate()`). No other lock of spin is taken under
-//! [`PARTITION`], and it is never taken with the router's disk table held. The counters are
-//! atomics. See Documentation/spin/readahead.rst.
+//! [`PARTITION`], and it is never taken with the router's disk table held. The evictor is
+//! queued after [`PARTITION`] is released. The counters are atomics. See
+//! Documentation/spin/readahead.rst.
 
 use super::glue::{self, Evict, FileInfo, RaFolio, RaWindow, Request};
-use crate::sched::readahead::{Partition, Weighted};
+use crate::sched::readahead::{Partition, Watermarks, Weighted};
 use core::fmt::Write;
 use kernel::{
     prelude::*,
     str::Formatter,
     sync::{
         atomic::{Atomic, Relaxed},
-        global_lock,
+        global_lock, Arc,
     },
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
 
 /// The default size of the partition in pages (SPIN's default).
 pub(crate) const DEFAULT_PAGES: u64 = 512;
 
-/// The largest size the knob accepts: 1 GiB of 4 KiB pages; the entries take 32 bytes a page.
+/// The largest size the knob accepts: 1 GiB of 4 KiB pages; the entries take 32 bytes per page
+/// of [`Watermarks::hard`], three quarters of the limit.
 pub(crate) const MAX_PAGES: u64 = 1 << 18;
 
 /// A folio of the partition, remembered without a reference.
@@ -59,10 +71,13 @@ impl Weighted for Entry {
     }
 }
 
-/// The partition's books and the slots its entries live in (one per page of the limit).
+/// The partition's books, bounded by [`Watermarks::hard`], the slots its entries live in (one
+/// per page of the limit), the watermarks of the limit and the background evictor.
 struct Part {
     books: Partition,
     slots: KVVec<Entry>,
+    marks: Watermarks,
+    evictor: Option<Arc<Evictor>>,
 }
 
 global_lock! {
@@ -70,7 +85,64 @@ global_lock! {
     unsafe(uninit) static PARTITION: Mutex<Part> = Part {
         books: Partition::new(0),
         slots: KVVec::new(),
+        marks: Watermarks::new(0),
+        evictor: None,
     };
+}
+
+/// Entries the background evictor drops per run; a run that leaves more queues itself again, so
+/// that the worker reschedules between runs.
+const EVICT_RUN: usize = 256;
+
+/// Entries the background evictor drops per hold of [`PARTITION`], so that a reader admitting a
+/// window waits for a few evictions at most.
+const EVICT_BATCH: usize = 16;
+
+/// The background evictor: drops the partition's oldest entries down to
+/// [`Watermarks::target`] on an unbound workqueue, off the reading CPU, so that the readers of
+/// a GPU stream do not pay the page cache's and the LRU's locks once per consumed folio.
+#[pin_data]
+struct Evictor {
+    #[pin]
+    work: Work<Evictor>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Evictor { self.work }
+}
+
+impl WorkItem for Evictor {
+    type Pointer = Arc<Evictor>;
+
+    fn run(this: Arc<Evictor>) {
+        let (mut dropped, mut more, mut done) = (0, true, 0);
+        while more && done < EVICT_RUN {
+            let mut part = PARTITION.lock();
+            let Part {
+                books,
+                slots,
+                marks,
+                ..
+            } = &mut *part;
+            for _ in 0..EVICT_BATCH {
+                more = books.pages() > marks.target;
+                if !more {
+                    break;
+                }
+                match books.pop(slots) {
+                    Some(e) => dropped += evict(e),
+                    None => more = false,
+                }
+                done += 1;
+            }
+        }
+        STATS.evicted_bg.add(dropped, Relaxed);
+        STATS.evictor_runs.add(1, Relaxed);
+        if more {
+            // Still above the target: run again later. An `Err` means it is queued already.
+            let _ = workqueue::system_unbound().enqueue(this);
+        }
+    }
 }
 
 /// The limit, readable without the lock: 0 turns GPU read-ahead off.
@@ -80,6 +152,8 @@ static LIMIT: Atomic<u64> = Atomic::new(0);
 struct Stats {
     admitted: Atomic<u64>,
     evicted: Atomic<u64>,
+    evicted_bg: Atomic<u64>,
+    evictor_runs: Atomic<u64>,
     promoted: Atomic<u64>,
     busy: Atomic<u64>,
     gone: Atomic<u64>,
@@ -88,6 +162,8 @@ struct Stats {
 static STATS: Stats = Stats {
     admitted: Atomic::new(0),
     evicted: Atomic::new(0),
+    evicted_bg: Atomic::new(0),
+    evictor_runs: Atomic::new(0),
     promoted: Atomic::new(0),
     busy: Atomic::new(0),
     gone: Atomic::new(0),
@@ -95,8 +171,15 @@ static STATS: Stats = Stats {
 
 /// Sets the partition up with [`DEFAULT_PAGES`]; called once from module init.
 pub(crate) fn init() -> Result {
+    let evictor = Arc::pin_init(
+        pin_init!(Evictor {
+            work <- new_work!("spin::readahead::Evictor::work"),
+        }),
+        GFP_KERNEL,
+    )?;
     // SAFETY: Called once, before any other use of `PARTITION`.
     unsafe { PARTITION.init() };
+    PARTITION.lock().evictor = Some(evictor);
     set_limit(DEFAULT_PAGES)
 }
 
@@ -130,23 +213,27 @@ fn put(books: &mut Partition, slots: &mut [Entry], e: Entry) -> (u64, u64) {
 }
 
 /// Resizes the partition to `pages` (0 turns GPU read-ahead off), evicting its oldest entries
-/// beyond the new limit.
+/// beyond the new bound.
 pub(crate) fn set_limit(pages: u64) -> Result {
     if pages > MAX_PAGES {
         return Err(EINVAL);
     }
+    let marks = Watermarks::new(pages);
     let mut slots = KVVec::new();
-    slots.resize(pages as usize, Entry::default(), GFP_KERNEL)?;
-    let mut books = Partition::new(pages);
+    slots.resize(marks.hard as usize, Entry::default(), GFP_KERNEL)?;
+    let mut books = Partition::new(marks.hard);
     let mut part = PARTITION.lock();
     let Part {
         books: old,
         slots: old_slots,
+        ..
     } = &mut *part;
     while let Some(e) = old.pop(old_slots) {
         put(&mut books, &mut slots, e);
     }
-    *part = Part { books, slots };
+    part.books = books;
+    part.slots = slots;
+    part.marks = marks;
     LIMIT.store(pages, Relaxed);
     Ok(())
 }
@@ -159,13 +246,19 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
     let mut index = win.start;
     let end = win.start.saturating_add(win.nr);
     let (mut admitted, mut evicted) = (0u64, 0u64);
+    let mut kick = None;
     loop {
         let n = req.ra_collect(&mut index, end, &mut folios);
         if n == 0 {
             break;
         }
         let mut part = PARTITION.lock();
-        let Part { books, slots } = &mut *part;
+        let Part {
+            books,
+            slots,
+            marks,
+            evictor,
+        } = &mut *part;
         for f in &folios[..n] {
             let e = Entry {
                 pfn: f.pfn,
@@ -177,10 +270,17 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
             admitted += kept;
             evicted += dropped;
         }
+        if kick.is_none() && books.pages() > marks.kick {
+            kick = evictor.clone();
+        }
         drop(part);
         if n < folios.len() {
             break;
         }
+    }
+    if let Some(evictor) = kick {
+        // An `Err` gives the reference back: the evictor is queued already.
+        let _ = workqueue::system_unbound().enqueue(evictor);
     }
     STATS.admitted.add(admitted, Relaxed);
     glue::trace_readahead(
@@ -200,6 +300,8 @@ pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
     writeln!(f, "ra_partition_limit {}", LIMIT.load(Relaxed))?;
     writeln!(f, "ra_pages_admitted {}", v(&STATS.admitted))?;
     writeln!(f, "ra_pages_evicted {}", v(&STATS.evicted))?;
+    writeln!(f, "ra_pages_evicted_background {}", v(&STATS.evicted_bg))?;
+    writeln!(f, "ra_evictor_runs {}", v(&STATS.evictor_runs))?;
     writeln!(f, "ra_pages_promoted {}", v(&STATS.promoted))?;
     writeln!(f, "ra_pages_busy {}", v(&STATS.busy))?;
     writeln!(f, "ra_pages_gone {}", v(&STATS.gone))

@@ -9,7 +9,8 @@
  *  - one GPU stream of 4 KiB reads over a file ten times the partition: the
  *    file's resident pages (mincore, sampled during the stream) never exceed
  *    the partition; every read is a read-ahead request, none goes by P2P; the
- *    spin_readahead event fires;
+ *    spin_readahead event fires; the background evictor drops the consumed
+ *    pages and leaves at most 9/16 of the partition;
  *  - four concurrent streams on four files: the bound holds for their sum;
  *  - a page the CPU reads (pread into host memory) and a page a fault of a
  *    file mapping touches leave the partition and survive its eviction; the
@@ -200,6 +201,7 @@ static void one_stream(struct fs *fs)
 	size_t pages = 10 * LIMIT, len = pages * PG;
 	struct bound b = { .nr = 1, .pages = pages };
 	long long req0, hit0, p2p0, pf0, req1, hit1, p2p1, pf1, done;
+	long long ev0, bg0, ev1, bg1, part;
 	char path[PATH_MAX], why[256], trace[8192];
 	long reads = len / PG;
 	int ok;
@@ -213,6 +215,8 @@ static void one_stream(struct fs *fs)
 	hit0 = spin_stat_get(fs->stat, "ra_hits");
 	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
 	pf0 = spin_stat_get(fs->stat, "ra_pages_prefetched");
+	ev0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted");
+	bg0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background");
 	done = stream(b.fd[0], 0, len, PG, 16, sample_bound, &b);
 	req1 = spin_stat_get(fs->stat, "ra_requests");
 	hit1 = spin_stat_get(fs->stat, "ra_hits");
@@ -234,6 +238,24 @@ static void one_stream(struct fs *fs)
 	spin_read_file("/sys/kernel/tracing/trace", trace, sizeof(trace));
 	ksft_test_result(strstr(trace, "spin_readahead:") && strstr(trace, "admitted="),
 			 "%s: the spin_readahead event fires during the stream\n", fs->name);
+	/*
+	 * The reads left the pages they consumed to the partition; its
+	 * background evictor dropped them, down to half the limit once it is
+	 * done (the kick is at 9/16 of it).
+	 */
+	for (int i = 0; i < 200; i++) {
+		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_pages");
+		if (part >= 0 && part <= LIMIT * 9 / 16)
+			break;
+		usleep(10000);
+	}
+	ev1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted");
+	bg1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background");
+	ksft_test_result(bg1 - bg0 > 0 && ev1 - ev0 >= bg1 - bg0 && part >= 0 &&
+			 part <= LIMIT * 9 / 16 && resident(b.fd[0], pages, NULL) <= part,
+			 "%s: the background evictor dropped %lld consumed pages (readers %lld); %lld pages left in the partition, %ld of the file resident\n",
+			 fs->name, bg1 - bg0, (ev1 - ev0) - (bg1 - bg0), part,
+			 resident(b.fd[0], pages, NULL));
 	close(b.fd[0]);
 	unlink(path);
 }
@@ -597,7 +619,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 15 + 2);
+	ksft_set_plan(ARRAY_SIZE(all) * 16 + 2);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
