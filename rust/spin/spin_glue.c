@@ -7,6 +7,7 @@
  * See Documentation/spin/router.rst.
  */
 
+#include <linux/blk-cgroup.h>
 #include <linux/blkdev.h>
 #include <linux/completion.h>
 #include <linux/debugfs.h>
@@ -474,7 +475,9 @@ void spin_file_set_prev_pos(struct file *file, loff_t pos)
  * @addr: user address of the leg's destination (GPU memory)
  * @len: length of the leg
  * @defer: leave the dropbehind folios the leg consumes to the GPU read-ahead
- *         partition (IOCB_DONTCACHE_DEFER) instead of dropping them now
+ *         partition (IOCB_DONTCACHE_DEFER) instead of dropping them now; only
+ *         for sequential legs, whose pages read-ahead windows cover (ignored
+ *         while the task's blkcg is congested, when read-ahead reads none)
  * @win: filled in: the file's read-ahead window after the leg
  *
  * As spin_sub_read() without @direct, with IOCB_DONTCACHE: the folios that
@@ -496,6 +499,12 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 	unsigned int size = READ_ONCE(ra->size);
 	ssize_t ret;
 
+	/*
+	 * A throttled blkcg reads no windows, only the pages asked for
+	 * (mm/readahead.c): no window accounts them, so the leg drops them.
+	 */
+	if (defer && blk_cgroup_congested())
+		defer = false;
 	ret = spin_leg_read(orig, pos, addr, len,
 			    IOCB_DIRECT | IOCB_DONTCACHE_DEFER,
 			    defer ? SPIN_RA_DEFER : IOCB_DONTCACHE);

@@ -363,10 +363,10 @@ impl Ctx<'_, '_> {
     ///
     /// With `defer` (sequential legs, whose pages read-ahead windows cover) the dropbehind
     /// folios the leg consumes are left to the partition, which evicts them in the background
-    /// ([`readahead::admit`]). Pages of the leg before the new window that no admitted window
-    /// covers (read-ahead skipped, or a synchronous window that an asynchronous one replaced
-    /// within the leg) are admitted here. Other legs drop the dropbehind folios they consume,
-    /// as the pages of a random read are in no window.
+    /// ([`readahead::admit`]). If the leg moved the window twice (a synchronous window that an
+    /// asynchronous one replaced within the leg), the pages before the new one that no earlier
+    /// window covers are admitted here. Other legs drop the dropbehind folios they consume, as
+    /// the pages of a random read are in no window.
     fn copy_ra(
         &mut self,
         pos: i64,
@@ -384,26 +384,18 @@ impl Ctx<'_, '_> {
         if win.moved {
             pages += readahead::admit(self.req, &self.info, &win);
         }
-        if let (true, Ok(n)) = (defer, &r) {
-            let page = PAGE_SIZE as u64;
-            let first = pos as u64 / page;
-            let mut end = (pos as u64 + *n as u64).div_ceil(page);
-            // The pages up to the new window (admitted above), the leg's and those read ahead
-            // with them, were admitted with the windows before it, unless they lie outside.
-            let (seen, seen_nr) = if win.moved {
-                end = win.start;
-                (win.prev_start, win.prev_nr)
-            } else {
-                (win.start, win.nr)
-            };
-            if *n > 0 && first < end && !sched::readahead::in_window(first, end, seen, seen_nr) {
-                let leg = RaWindow {
+        let first = pos as u64 / PAGE_SIZE as u64;
+        if defer && win.moved && first < win.start {
+            // The pages from the leg up to the new window (admitted above) were admitted with
+            // the windows before it, unless they lie outside those.
+            let (prev, prev_nr) = (win.prev_start, win.prev_nr);
+            if !sched::readahead::in_window(first, win.start, prev, prev_nr) {
+                let before = RaWindow {
                     start: first,
-                    nr: end - first,
-                    moved: true,
+                    nr: win.start - first,
                     ..win
                 };
-                pages += readahead::admit(self.req, &self.info, &leg);
+                pages += readahead::admit(self.req, &self.info, &before);
             }
         }
         if pages != 0 {

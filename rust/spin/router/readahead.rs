@@ -17,7 +17,7 @@
 //! (`IOCB_DONTCACHE_DEFER`) instead of dropping each one itself, which would cost the reader
 //! the page cache's and the LRU's locks, with interrupts off, once per folio. The partition
 //! keeps within its limit by [`Watermarks`]: its books hold at most three quarters of it (the
-//! rest is left to windows read ahead but not admitted yet); above 9/16 an admission wakes the
+//! rest is left to windows read ahead but not admitted yet); above 11/16 an admission wakes the
 //! [`Evictor`], which evicts the oldest entries, the pages the streams consumed first, down to
 //! half the limit on an unbound workqueue, away from the readers. The cached prefix copied
 //! before a schedule (no I/O) leaves them too. Other page-cache legs (the edges and uncached
@@ -43,7 +43,7 @@ use kernel::{
     prelude::*,
     str::Formatter,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Atomic, Full, Relaxed, Release},
         global_lock, Arc,
     },
     workqueue::{self, impl_has_work, new_work, Work, WorkItem},
@@ -98,6 +98,17 @@ const EVICT_RUN: usize = 256;
 /// window waits for a few evictions at most.
 const EVICT_BATCH: usize = 16;
 
+/// Whether the [`Evictor`] is queued or running: readers then do not queue it again.
+static EVICTING: Atomic<bool> = Atomic::new(false);
+
+/// Queues the [`Evictor`] unless it is queued or running already.
+fn kick(evictor: Arc<Evictor>) {
+    if !EVICTING.load(Relaxed) && !EVICTING.xchg(true, Full) {
+        // An `Err` gives the reference back: the work is pending already.
+        let _ = workqueue::system_unbound().enqueue(evictor);
+    }
+}
+
 /// The background evictor: drops the partition's oldest entries down to
 /// [`Watermarks::target`] on an unbound workqueue, off the reading CPU, so that the readers of
 /// a GPU stream do not pay the page cache's and the LRU's locks once per consumed folio.
@@ -139,8 +150,17 @@ impl WorkItem for Evictor {
         STATS.evicted_bg.add(dropped, Relaxed);
         STATS.evictor_runs.add(1, Relaxed);
         if more {
-            // Still above the target: run again later. An `Err` means it is queued already.
+            // Still above the target: run again later, still marked as queued.
             let _ = workqueue::system_unbound().enqueue(this);
+            return;
+        }
+        EVICTING.store(false, Release);
+        // A reader that found the evictor busy after the last check did not queue it.
+        let part = PARTITION.lock();
+        let again = part.books.pages() > part.marks.kick;
+        drop(part);
+        if again {
+            kick(this);
         }
     }
 }
@@ -246,7 +266,7 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
     let mut index = win.start;
     let end = win.start.saturating_add(win.nr);
     let (mut admitted, mut evicted) = (0u64, 0u64);
-    let mut kick = None;
+    let mut wake = None;
     loop {
         let n = req.ra_collect(&mut index, end, &mut folios);
         if n == 0 {
@@ -270,17 +290,16 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
             admitted += kept;
             evicted += dropped;
         }
-        if kick.is_none() && books.pages() > marks.kick {
-            kick = evictor.clone();
+        if wake.is_none() && books.pages() > marks.kick && !EVICTING.load(Relaxed) {
+            wake = evictor.clone();
         }
         drop(part);
         if n < folios.len() {
             break;
         }
     }
-    if let Some(evictor) = kick {
-        // An `Err` gives the reference back: the evictor is queued already.
-        let _ = workqueue::system_unbound().enqueue(evictor);
+    if let Some(evictor) = wake {
+        kick(evictor);
     }
     STATS.admitted.add(admitted, Relaxed);
     glue::trace_readahead(

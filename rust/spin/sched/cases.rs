@@ -815,7 +815,7 @@ pub fn partition_watermarks_order() -> Result<(), CaseError> {
         check!(limit == 0 || w.hard >= 1);
     }
     let w = Watermarks::new(512);
-    check!(w.hard == 384 && w.kick == 288 && w.target == 256);
+    check!(w.hard == 384 && w.kick == 352 && w.target == 256);
     Ok(())
 }
 

@@ -158,10 +158,12 @@ impl Partition {
 /// it, so the FIFO's books may hold at most [`Watermarks::hard`] pages: the last quarter of the
 /// limit is left to windows in flight (four streams with the default 128 KiB window). A reader
 /// whose admission would exceed `hard` evicts the oldest entries itself. Before that, once the
-/// books hold more than [`Watermarks::kick`] pages, a reader wakes a background evictor that
-/// brings them down to [`Watermarks::target`]: the oldest entries are the pages the streams
-/// consumed first, and the half of the limit that stays keeps what read-ahead brought in but
-/// the streams did not consume yet.
+/// books hold more than [`Watermarks::kick`] pages (11/16 of the limit), a reader wakes a
+/// background evictor that brings them down to [`Watermarks::target`]: the oldest entries are
+/// the pages the streams consumed first, and the half of the limit that stays keeps what
+/// read-ahead brought in but the streams did not consume yet (two windows for each of four
+/// streams with the default window). The 3/16 in between is what one wake-up evicts (three
+/// default windows): a wake-up costs the reader an IPI.
 ///
 /// For every limit, `target <= kick <= hard <= limit`, and `hard >= 1` if `limit >= 1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,20 +182,20 @@ impl Watermarks {
         let target = limit / 2;
         Self {
             hard: limit - limit / 4,
-            kick: target + limit / 16,
+            kick: limit / 2 + limit / 8 + limit / 16,
             target,
         }
     }
 }
 
-/// Whether the pages `first .. end` of a read-ahead leg lie in the region a read-ahead window
-/// `start .. start + nr` and the one before it cover, `start - nr .. start + nr` (windows never
-/// shrink while a stream runs, so the one before is at most `nr` pages).
+/// Whether the pages `first .. end` lie in the region a read-ahead window `start .. start + nr`
+/// and the one before it cover, `start - nr .. start + nr` (windows never shrink while a
+/// stream runs, so the one before is at most `nr` pages).
 ///
 /// A sequential leg consumes pages of the current window or of the one before, both admitted
-/// into the partition when they were read ahead. A leg outside (read-ahead was skipped, for
-/// instance under cgroup I/O congestion, and the filesystem read the folios one by one) read
-/// folios no window accounted, and the caller admits them itself.
+/// into the partition when they were read ahead. When a leg moved the window twice (a
+/// synchronous window at its first page, replaced by an asynchronous one), the pages from the
+/// leg to the new window lie outside the window before the leg: the caller admits them.
 pub fn in_window(first: u64, end: u64, start: u64, nr: u64) -> bool {
     nr != 0 && first >= start.saturating_sub(nr) && end <= start.saturating_add(nr)
 }
