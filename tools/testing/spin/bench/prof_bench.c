@@ -15,8 +15,10 @@
  * prof_bench.size (bytes per read, 4096), .res (0, 50 or 100: percent of the
  * file resident, 50 = alternating 1 MiB chunks; 50), .rnd (1: random
  * offsets; 0), .secs (timed seconds per mode and round, in whole passes over
- * the file; 2), .rounds (3), .top (30). Also counts the folios the page
- * cache takes in, by order (tracefs).
+ * the file; 2), .rounds (3), .top (30), .ra_limit (pages: writes
+ * /sys/kernel/spin/ra_partition_pages first; a limit above the file's pages
+ * measures auto without eviction). Also counts the folios the page cache
+ * takes in, by order (tracefs).
  *
  * Emulator figures (QEMU TCG): compare the modes only.
  */
@@ -58,7 +60,7 @@ struct sym {
 
 static struct sym *syms;
 static int nsyms;
-static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30;
+static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30, ra_limit = -1;
 static long long bps, iops;
 
 __printf(1, 2) static void die(const char *fmt, ...)
@@ -320,6 +322,7 @@ int main(void)
 	secs = bench_opt_ll("prof_bench", "secs", secs);
 	rounds = bench_opt_ll("prof_bench", "rounds", rounds);
 	top = bench_opt_ll("prof_bench", "top", top);
+	ra_limit = bench_opt_ll("prof_bench", "ra_limit", ra_limit);
 	bps = bench_opt_ll("prof_bench", "bps", 0);
 	iops = bench_opt_ll("prof_bench", "iops", 0);
 	if (size < 512 || size > (long)(8 * MiB) || FILE_LEN % size || rounds < 1 || rounds > 16 ||
@@ -327,6 +330,14 @@ int main(void)
 		die("prof_bench.size=%ld .res=%ld .rounds=%ld .secs=%ld out of range", size, res,
 		    rounds, secs);
 	load_syms();
+	if (ra_limit >= 0) {
+		char v[32];
+
+		snprintf(v, sizeof(v), "%ld", ra_limit);
+		if (spin_write_file("/sys/kernel/spin/ra_partition_pages", v))
+			die("ra_partition_pages=%s: %s", v, strerror(errno));
+		printf("# GPU read-ahead partition: %ld pages\n", ra_limit);
+	}
 	if (spin_gpu_find(gpu_dir, sizeof(gpu_dir)) ||
 	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev, sizeof(dev)))
 		die("rig devices not found");
