@@ -72,7 +72,7 @@ impl Weighted for Entry {
 }
 
 /// The partition's books, bounded by [`Watermarks::hard`], the slots its entries live in (one
-/// per page of the limit), the watermarks of the limit and the background evictor.
+/// per page of that bound), the watermarks of the limit and the background evictor.
 struct Part {
     books: Partition,
     slots: KVVec<Entry>,
