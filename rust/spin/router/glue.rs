@@ -474,8 +474,9 @@ impl Request<'_> {
 
     /// Reads `len` bytes at `pos` into user memory at `addr` through the page cache, uncached
     /// (`IOCB_DONTCACHE`); returns the bytes read and the file's read-ahead window after the
-    /// leg (`nr` 0 if it has none). With `defer` the dropbehind folios the leg consumes stay for the GPU
-    /// read-ahead partition to evict (`IOCB_DONTCACHE_DEFER`) instead of being dropped now.
+    /// leg (`nr` 0 if it has none). With `defer` the dropbehind folios the leg consumes stay
+    /// for the GPU read-ahead partition to evict (`IOCB_DONTCACHE_DEFER`) instead of being
+    /// dropped now.
     ///
     /// The caller checked that the filesystem supports uncached reads ([`Request::stream`]).
     pub(crate) fn sub_read_ra(

@@ -35,8 +35,8 @@
 //! crate `tools/testing/spin/core` (tests, property tests, simulator, benchmark). [`cases`]
 //! holds the unit tests both run. The router uses [`overlap`] (built on [`optimal`]'s search),
 //! [`plan`] and [`readahead`]; the research baselines [`greedy`] and [`released`] are built into
-//! the kernel only with its KUnit tests (`CONFIG_SPIN_KUNIT_TEST`), which compare them. See Documentation/spin/sched.rst for the model, the proofs and
-//! the measured numbers.
+//! the kernel only with its KUnit tests (`CONFIG_SPIN_KUNIT_TEST`), which compare them. See
+//! Documentation/spin/sched.rst for the model, the proofs and the measured numbers.
 
 pub mod cost;
 #[cfg(any(not(CONFIG_RUST), CONFIG_SPIN_KUNIT_TEST))]
