@@ -57,7 +57,7 @@ def die(msg):
     sys.exit(1)
 
 
-def git(tree, *args, env=None, inp=None, check=True):
+def git(tree, *args, env=None, inp=None, check=True, strip=True):
     e = dict(os.environ)
     if env:
         e.update(env)
@@ -65,7 +65,7 @@ def git(tree, *args, env=None, inp=None, check=True):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if check and r.returncode:
         die(f"git {' '.join(args)} failed:\n{r.stderr}{r.stdout}")
-    return r.stdout.strip()
+    return r.stdout.strip() if strip else r.stdout
 
 
 def identity():
@@ -360,10 +360,12 @@ def cmd_export(a):
     name, mail = identity()
     # 1. Uncommitted edits: new files go back into the repo as they are; edits
     #    of kernel files become fixups of the last patch that touches them.
-    status = git(tree, "status", "--porcelain", "--untracked-files=all", "--ignored=no")
+    # "XY path" records: the leading blank of " M path" must survive.
+    status = git(tree, "status", "--porcelain", "-z", "--untracked-files=all", "--ignored=no",
+                 strip=False)
     copied = 0
     pending = []
-    for line in status.splitlines():
+    for line in filter(None, status.split("\0")):
         path = line[3:]
         if is_owned(path, owned):
             src = os.path.join(tree, path)
@@ -383,7 +385,7 @@ def cmd_export(a):
         touching = [c for c in commits
                     if git(tree, "diff-tree", "--no-commit-id", "--name-only", "-r", c, "--",
                            path)]
-        git(tree, "add", "-A", "--", path)
+        git(tree, "add", "-A", "-f", "--", path)
         if touching:
             git(tree, "commit", "-q", "--fixup", touching[-1], "--", path)
         else:
