@@ -713,6 +713,16 @@ pub(crate) fn evict_dropbehind(pfn: usize, mapping: usize, index: u64) -> Evict 
     }
 }
 
+/// Moves the folios waiting in every CPU's LRU batches onto the LRU (`lru_add_drain_all()`):
+/// a folio read ahead is off the LRU, where [`evict_dropbehind`] finds it busy, until the
+/// batch of the CPU that added it is drained.
+///
+/// Sleeps: it waits for a work item on every CPU with a non-empty batch.
+pub(crate) fn lru_add_drain_all() {
+    // SAFETY: Callable from any process context that may sleep.
+    unsafe { bindings::lru_add_drain_all() }
+}
+
 /// Emits the `spin_readahead` tracepoint.
 pub(crate) fn trace_readahead(info: &FileInfo, win: &RaWindow, admitted: u32, evicted: u32) {
     // SAFETY: Plain values.

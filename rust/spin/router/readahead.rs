@@ -30,11 +30,18 @@
 //! comes. The partition's page count is therefore an upper bound of what it holds in the page
 //! cache.
 //!
+//! A folio read ahead waits off the LRU in the LRU batch of the CPU that added it until that
+//! batch is drained, which an idle CPU never does; `filemap_evict_dropbehind()` finds such a
+//! folio busy. The [`Evictor`] then drains every CPU's batches (`lru_add_drain_all()`) and
+//! tries once more; a reader evicting above [`Watermarks::hard`] does not wait for that and
+//! leaves a busy folio to reclaim (a dropbehind folio is never marked accessed, so it stays on
+//! the inactive list).
+//!
 //! Lock order: [`PARTITION`] → folio lock (trylock only) → the mapping's `i_lock` and
 //! `i_pages` lock (inside `folio_unmap_invalidate()`). No other lock of spin is taken under
 //! [`PARTITION`], and it is never taken with the router's disk table held. The evictor is
-//! queued after [`PARTITION`] is released. The counters are atomics. See
-//! Documentation/spin/readahead.rst.
+//! queued, and drains the LRU batches, after [`PARTITION`] is released. The counters are
+//! atomics. See Documentation/spin/readahead.rst.
 
 use super::glue::{self, Evict, FileInfo, RaFolio, RaWindow, Request};
 use crate::sched::readahead::{Partition, Watermarks, Weighted};
@@ -127,6 +134,7 @@ impl WorkItem for Evictor {
 
     fn run(this: Arc<Evictor>) {
         let (mut dropped, mut more, mut done) = (0, true, 0);
+        let mut retry = [Entry::default(); EVICT_BATCH];
         while more && done < EVICT_RUN {
             let mut part = PARTITION.lock();
             let Part {
@@ -135,16 +143,32 @@ impl WorkItem for Evictor {
                 marks,
                 ..
             } = &mut *part;
+            let mut busy = 0;
             for _ in 0..EVICT_BATCH {
                 more = books.pages() > marks.target;
                 if !more {
                     break;
                 }
                 match books.pop(slots) {
-                    Some(e) => dropped += evict(e),
+                    Some(e) => match e.evict() {
+                        Evict::Busy => {
+                            retry[busy] = e;
+                            busy += 1;
+                        }
+                        r => dropped += count(&e, r),
+                    },
                     None => more = false,
                 }
                 done += 1;
+            }
+            drop(part);
+            if busy > 0 {
+                // Mostly folios still in the LRU batch of the CPU that read them ahead (an
+                // idle CPU never drains it): drain every CPU's batches and try once more.
+                glue::lru_add_drain_all();
+                for e in &retry[..busy] {
+                    dropped += count(e, e.evict());
+                }
             }
         }
         STATS.evicted_bg.add(dropped, Relaxed);
@@ -208,9 +232,17 @@ pub(crate) fn enabled() -> bool {
     LIMIT.load(Relaxed) != 0
 }
 
-/// Evicts an entry that left the partition; returns the pages dropped from the page cache.
-fn evict(e: Entry) -> u64 {
-    let (counter, dropped) = match glue::evict_dropbehind(e.pfn, e.mapping, e.index) {
+impl Entry {
+    /// Evicts the entry's folio if it is still a clean, unmapped dropbehind folio of the file.
+    fn evict(&self) -> Evict {
+        glue::evict_dropbehind(self.pfn, self.mapping, self.index)
+    }
+}
+
+/// Counts what eviction did with `e`, which left the partition; returns the pages dropped from
+/// the page cache.
+fn count(e: &Entry, r: Evict) -> u64 {
+    let (counter, dropped) = match r {
         Evict::Dropped => (&STATS.evicted, e.pages),
         Evict::Promoted => (&STATS.promoted, 0),
         Evict::Busy => (&STATS.busy, 0),
@@ -218,6 +250,11 @@ fn evict(e: Entry) -> u64 {
     };
     counter.add(e.pages, Relaxed);
     dropped
+}
+
+/// Evicts an entry that left the partition; returns the pages dropped from the page cache.
+fn evict(e: Entry) -> u64 {
+    count(&e, e.evict())
 }
 
 /// Puts `e` into the partition as its newest entry, evicting the oldest ones to make room; an
