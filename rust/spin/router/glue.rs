@@ -694,6 +694,17 @@ pub(crate) enum Evict {
     Busy,
 }
 
+impl Evict {
+    fn from_raw(r: bindings::filemap_evict) -> Self {
+        match r {
+            bindings::filemap_evict_FILEMAP_EVICT_DROPPED => Evict::Dropped,
+            bindings::filemap_evict_FILEMAP_EVICT_PROMOTED => Evict::Promoted,
+            bindings::filemap_evict_FILEMAP_EVICT_BUSY => Evict::Busy,
+            _ => Evict::Gone,
+        }
+    }
+}
+
 /// Evicts the folio at `pfn` if it is still the clean, unmapped dropbehind folio at `index` of
 /// the file whose mapping is `mapping` (see `filemap_evict_dropbehind()`).
 pub(crate) fn evict_dropbehind(pfn: usize, mapping: usize, index: u64) -> Evict {
@@ -705,11 +716,38 @@ pub(crate) fn evict_dropbehind(pfn: usize, mapping: usize, index: u64) -> Evict 
             index as usize,
         )
     };
-    match r {
-        bindings::filemap_evict_FILEMAP_EVICT_DROPPED => Evict::Dropped,
-        bindings::filemap_evict_FILEMAP_EVICT_PROMOTED => Evict::Promoted,
-        bindings::filemap_evict_FILEMAP_EVICT_BUSY => Evict::Busy,
-        _ => Evict::Gone,
+    Evict::from_raw(r)
+}
+
+/// The most folios [`evict_dropbehind_batch`] takes at once.
+pub(crate) const EVICT_BATCH_MAX: usize = 16;
+
+/// [`evict_dropbehind`] for the folios `(pfn, index)` of `folios` (at most
+/// [`EVICT_BATCH_MAX`]), all recorded in the file whose mapping is `mapping`: the ones dropped
+/// leave the page cache under one hold of its locks and are freed together
+/// (`filemap_evict_dropbehind_batch()`). `res` receives what was done with each.
+pub(crate) fn evict_dropbehind_batch(mapping: usize, folios: &[(usize, u64)], res: &mut [Evict]) {
+    let n = folios.len().min(res.len()).min(EVICT_BATCH_MAX);
+    let mut pfns: [c_ulong; EVICT_BATCH_MAX] = [0; EVICT_BATCH_MAX];
+    let mut indices = [0usize; EVICT_BATCH_MAX];
+    let mut raw: [bindings::filemap_evict; EVICT_BATCH_MAX] = [0; EVICT_BATCH_MAX];
+    for (i, &(pfn, index)) in folios[..n].iter().enumerate() {
+        pfns[i] = pfn as c_ulong;
+        indices[i] = index as usize;
+    }
+    // SAFETY: `filemap_evict_dropbehind_batch()` accepts any pfns and only compares `mapping`;
+    // the three arrays hold `n` elements, `n` is at most `FOLIO_BATCH_SIZE` (31).
+    unsafe {
+        bindings::filemap_evict_dropbehind_batch(
+            mapping as *const bindings::address_space,
+            pfns.as_ptr(),
+            indices.as_ptr(),
+            raw.as_mut_ptr(),
+            n as u32,
+        )
+    };
+    for (r, &x) in res[..n].iter_mut().zip(&raw[..n]) {
+        *r = Evict::from_raw(x);
     }
 }
 

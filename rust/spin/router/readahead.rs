@@ -19,9 +19,12 @@
 //! keeps within its limit by [`Watermarks`]: its books hold at most three quarters of it (the
 //! rest is left to windows read ahead but not admitted yet); above 11/16 an admission wakes the
 //! [`Evictor`], which evicts the oldest entries, the pages the streams consumed first, down to
-//! half the limit on an unbound workqueue, away from the readers. The cached prefix copied
-//! before a schedule (no I/O) leaves them too. Other page-cache legs (the edges and uncached
-//! runs of a schedule, whose read-ahead may be no window) drop what they consume themselves.
+//! half the limit on an unbound workqueue, away from the readers: it takes 16 entries at a time
+//! out of the books and evicts them with the partition released, the folios of one file under
+//! one hold of its page cache's locks (`filemap_evict_dropbehind_batch()`). The cached prefix
+//! copied before a schedule (no I/O) leaves them too. Other page-cache legs (the edges and
+//! uncached runs of a schedule, whose read-ahead may be no window) drop what they consume
+//! themselves.
 //!
 //! Entries hold no folio references: a folio is remembered by pfn, mapping and index and found
 //! again speculatively, so truncation, hole punching, `POSIX_FADV_DONTNEED` and reclaim never
@@ -37,11 +40,12 @@
 //! leaves a busy folio to reclaim (a dropbehind folio is never marked accessed, so it stays on
 //! the inactive list).
 //!
-//! Lock order: [`PARTITION`] → folio lock (trylock only) → the mapping's `i_lock` and
-//! `i_pages` lock (inside `folio_unmap_invalidate()`). No other lock of spin is taken under
-//! [`PARTITION`], and it is never taken with the router's disk table held. The evictor is
-//! queued, and drains the LRU batches, after [`PARTITION`] is released. The counters are
-//! atomics. See Documentation/spin/readahead.rst.
+//! Lock order: [`PARTITION`] → folio locks (trylock only) → the mapping's `i_lock` and
+//! `i_pages` lock (inside `filemap_evict_dropbehind_batch()`); a reader evicting above
+//! [`Watermarks::hard`] does so under [`PARTITION`], the evictor without it. No other lock of
+//! spin is taken under [`PARTITION`], and it is never taken with the router's disk table held.
+//! The evictor is queued, evicts and drains the LRU batches with [`PARTITION`] released. The
+//! counters are atomics. See Documentation/spin/readahead.rst.
 
 use super::glue::{self, Evict, FileInfo, RaFolio, RaWindow, Request};
 use crate::sched::readahead::{Partition, Watermarks, Weighted};
@@ -101,9 +105,9 @@ global_lock! {
 /// that the worker reschedules between runs.
 const EVICT_RUN: usize = 256;
 
-/// Entries the background evictor drops per hold of [`PARTITION`], so that a reader admitting a
-/// window waits for a few evictions at most.
-const EVICT_BATCH: usize = 16;
+/// Entries the background evictor takes out of the partition per hold of [`PARTITION`] and
+/// evicts together, with the partition released.
+const EVICT_BATCH: usize = glue::EVICT_BATCH_MAX;
 
 /// Whether the [`Evictor`] is queued or running: readers then do not queue it again.
 static EVICTING: Atomic<bool> = Atomic::new(false);
@@ -134,8 +138,10 @@ impl WorkItem for Evictor {
 
     fn run(this: Arc<Evictor>) {
         let (mut dropped, mut more, mut done) = (0, true, 0);
-        let mut retry = [Entry::default(); EVICT_BATCH];
+        let mut batch = [Entry::default(); EVICT_BATCH];
+        let mut res = [Evict::Gone; EVICT_BATCH];
         while more && done < EVICT_RUN {
+            let mut n = 0;
             let mut part = PARTITION.lock();
             let Part {
                 books,
@@ -143,31 +149,40 @@ impl WorkItem for Evictor {
                 marks,
                 ..
             } = &mut *part;
-            let mut busy = 0;
-            for _ in 0..EVICT_BATCH {
+            while n < EVICT_BATCH {
                 more = books.pages() > marks.target;
                 if !more {
                     break;
                 }
                 match books.pop(slots) {
-                    Some(e) => match e.evict() {
-                        Evict::Busy => {
-                            retry[busy] = e;
-                            busy += 1;
-                        }
-                        r => dropped += count(&e, r),
-                    },
-                    None => more = false,
+                    Some(e) => batch[n] = e,
+                    None => {
+                        more = false;
+                        break;
+                    }
                 }
-                done += 1;
+                n += 1;
             }
+            // The entries left the books: evict them with the partition released.
             drop(part);
+            done += n;
+            evict_batch(&batch[..n], &mut res[..n]);
+            let mut busy = 0;
+            for i in 0..n {
+                if res[i] == Evict::Busy {
+                    batch[busy] = batch[i];
+                    busy += 1;
+                } else {
+                    dropped += count(&batch[i], res[i]);
+                }
+            }
             if busy > 0 {
                 // Mostly folios still in the LRU batch of the CPU that read them ahead (an
                 // idle CPU never drains it): drain every CPU's batches and try once more.
                 glue::lru_add_drain_all();
-                for e in &retry[..busy] {
-                    dropped += count(e, e.evict());
+                evict_batch(&batch[..busy], &mut res[..busy]);
+                for i in 0..busy {
+                    dropped += count(&batch[i], res[i]);
                 }
             }
         }
@@ -255,6 +270,23 @@ fn count(e: &Entry, r: Evict) -> u64 {
 /// Evicts an entry that left the partition; returns the pages dropped from the page cache.
 fn evict(e: Entry) -> u64 {
     count(&e, e.evict())
+}
+
+/// Evicts `batch`, entries that left the partition, a run of entries of one file at a time;
+/// `res` receives what was done with each.
+fn evict_batch(batch: &[Entry], res: &mut [Evict]) {
+    let mut folios = [(0usize, 0u64); EVICT_BATCH];
+    let mut i = 0;
+    while i < batch.len() {
+        let mapping = batch[i].mapping;
+        let mut n = 0;
+        while i + n < batch.len() && batch[i + n].mapping == mapping {
+            folios[n] = (batch[i + n].pfn, batch[i + n].index);
+            n += 1;
+        }
+        glue::evict_dropbehind_batch(mapping, &folios[..n], &mut res[i..i + n]);
+        i += n;
+    }
 }
 
 /// Puts `e` into the partition as its newest entry, evicting the oldest ones to make room; an
