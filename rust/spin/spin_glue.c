@@ -12,13 +12,13 @@
 #include <linux/completion.h>
 #include <linux/debugfs.h>
 #include <linux/fault-inject.h>
-#include <linux/folio_batch.h>
 #include <linux/fs.h>
 #include <linux/kobject.h>
 #include <linux/pagemap.h>
 #include <linux/pagewalk.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
+#include <linux/rcupdate_wait.h>
 #include <linux/resource.h>
 #include <linux/sched/signal.h>
 #include <linux/spin.h>
@@ -526,39 +526,54 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
  * @out: filled in with the dropbehind folios found
  * @max: room in @out, at least one
  *
- * Context: May sleep.
+ * Like filemap_get_residency(), this reads only the RCU-protected xarray: no
+ * folio references, no locks. Index and order come from the xarray, the pfn
+ * from the entry itself; the partition compares pfn, mapping and index again
+ * under the folio lock before it evicts, so an entry made stale by a race is
+ * only forgotten then. Folios read ahead may still wait off the LRU in this
+ * CPU's LRU batch: the partition's evictor drains those batches when it meets
+ * one (see filemap_evict_dropbehind_batch()).
+ *
+ * Context: May sleep (it reschedules on long ranges).
  * Return: the number of folios put in @out; fewer than @max once the range
  * is done.
  */
 unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 			     struct spin_ra_folio *out, unsigned int max)
 {
-	struct folio_batch fbatch;
-	unsigned int n = 0, i;
+	XA_STATE(xas, &file->f_mapping->i_pages, *index);
+	struct folio *folio;
+	unsigned int n = 0;
 
 	if (*index >= end)
 		return 0;
-	folio_batch_init(&fbatch);
-	while (n < max &&
-	       filemap_get_folios(file->f_mapping, index, end - 1, &fbatch)) {
-		for (i = 0; i < folio_batch_count(&fbatch); i++) {
-			struct folio *folio = fbatch.folios[i];
+	rcu_read_lock();
+	xas_for_each(&xas, folio, end - 1) {
+		unsigned int order;
 
-			if (n == max) {
-				/* Look at this folio again next time. */
-				*index = folio->index;
-				break;
-			}
-			if (!folio_test_dropbehind(folio))
-				continue;
+		if (xas_retry(&xas, folio) || xa_is_value(folio))
+			goto resched;
+		order = xas_get_order(&xas);
+		if (n == max) {
+			/* Look at this folio again next time. */
+			*index = round_down(xas.xa_index, 1UL << order);
+			goto out;
+		}
+		if (folio_test_dropbehind(folio)) {
 			out[n].pfn = folio_pfn(folio);
-			out[n].index = folio->index;
-			out[n].nr = folio_nr_pages(folio);
+			out[n].index = round_down(xas.xa_index, 1UL << order);
+			out[n].nr = 1UL << order;
 			n++;
 		}
-		folio_batch_release(&fbatch);
-		cond_resched();
+resched:
+		if (need_resched()) {
+			xas_pause(&xas);
+			cond_resched_rcu();
+		}
 	}
+	*index = end;
+out:
+	rcu_read_unlock();
 	return n;
 }
 
