@@ -63,6 +63,21 @@ static int nsyms;
 static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30, ra_limit = -1;
 static long long bps, iops;
 
+/* The GPU read-ahead partition's counters, summed over the whole run. */
+static void print_partition(void)
+{
+	static char stat[8192];
+	char *line, *save;
+
+	if (spin_read_file("/sys/kernel/spin/stat", stat, sizeof(stat)))
+		return;
+	printf("\nGPU read-ahead partition (whole run):");
+	for (line = strtok_r(stat, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (!strncmp(line, "ra_", 3))
+			printf(" %s;", line);
+	printf("\n");
+}
+
 __printf(1, 2) static void die(const char *fmt, ...)
 {
 	va_list ap;
@@ -371,6 +386,7 @@ int main(void)
 			printf("# round %d %s: %.1f MB/s\n", r + 1, modes[m], rate[m][r]);
 		}
 	spin_write_file(MODE_PATH, "auto");
+	print_partition();
 	rows = calloc(nsyms + 1, sizeof(*rows));
 	for (int m = 0; m < 2; m++) {
 		struct prof *p = &prof[m];
