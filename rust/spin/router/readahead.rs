@@ -116,7 +116,7 @@ static EVICTING: Atomic<bool> = Atomic::new(false);
 fn kick(evictor: Arc<Evictor>) {
     if !EVICTING.load(Relaxed) && !EVICTING.xchg(true, Full) {
         // An `Err` gives the reference back: the work is pending already.
-        let _ = workqueue::system_unbound().enqueue(evictor);
+        let _ = workqueue::system_dfl().enqueue(evictor);
     }
 }
 
@@ -190,7 +190,7 @@ impl WorkItem for Evictor {
         STATS.evictor_runs.add(1, Relaxed);
         if more {
             // Still above the target: run again later, still marked as queued.
-            let _ = workqueue::system_unbound().enqueue(this);
+            let _ = workqueue::system_dfl().enqueue(this);
             return;
         }
         EVICTING.store(false, Release);
