@@ -34,11 +34,11 @@
 //! cache.
 //!
 //! A folio read ahead waits off the LRU in the LRU batch of the CPU that added it until that
-//! batch is drained, which an idle CPU never does; `filemap_evict_dropbehind()` finds such a
-//! folio busy. The [`Evictor`] then drains every CPU's batches (`lru_add_drain_all()`) and
-//! tries once more; a reader evicting above [`Watermarks::hard`] does not wait for that and
-//! leaves a busy folio to reclaim (a dropbehind folio is never marked accessed, so it stays on
-//! the inactive list).
+//! batch is drained, which an idle CPU never does; `filemap_evict_dropbehind()` drains the
+//! batches of the CPU it runs on and finds a folio in another CPU's batch busy. The
+//! [`Evictor`] then drains every CPU's batches (`lru_add_drain_all()`) and tries once more; a
+//! reader evicting above [`Watermarks::hard`] does not wait for that and leaves a busy folio to
+//! reclaim (a dropbehind folio is never marked accessed, so it stays on the inactive list).
 //!
 //! Lock order: [`PARTITION`] → folio locks (trylock only) → the mapping's `i_lock` and
 //! `i_pages` lock (inside `filemap_evict_dropbehind_batch()`); a reader evicting above
