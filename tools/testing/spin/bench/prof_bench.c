@@ -17,8 +17,11 @@
  * offsets; 0), .secs (timed seconds per mode and round, in whole passes over
  * the file; 2), .rounds (3), .top (30), .ra_limit (pages: writes
  * /sys/kernel/spin/ra_partition_pages first; a limit above the file's pages
- * measures auto without eviction). Also counts the folios the page cache
- * takes in, by order (tracefs).
+ * measures auto without eviction), .trace (bytes: before the timed rounds,
+ * one untimed pass per mode over the first .trace bytes of the file with the
+ * page cache's, the block layer's and spin's events and the read-ahead entry
+ * points traced, printed as "# T " lines; 0). Also counts the folios the
+ * page cache takes in, by order (tracefs).
  *
  * Emulator figures (QEMU TCG): compare the modes only.
  */
@@ -52,6 +55,9 @@
 #define MAX_ORDER_SEEN 10
 #define TRACING "/sys/kernel/tracing"
 #define ADD_EVENT TRACING "/events/filemap/mm_filemap_add_to_page_cache/enable"
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#endif
 
 struct sym {
 	unsigned long long addr;
@@ -60,7 +66,7 @@ struct sym {
 
 static struct sym *syms;
 static int nsyms;
-static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30, ra_limit = -1;
+static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30, ra_limit = -1, trace;
 static long long bps, iops;
 
 /* The GPU read-ahead partition's counters, summed over the whole run. */
@@ -145,6 +151,9 @@ struct prof {
 	/* Folios the page cache took in during the runs, by order (tracefs). */
 	long folios[MAX_ORDER_SEEN + 1];
 	int lost;
+	/* Wall time of the requests, in chunks cached at the start of a pass and in the others. */
+	double t_chunk[2];
+	long n_chunk[2];
 };
 
 static void prof_open(struct prof *p)
@@ -155,6 +164,7 @@ static void prof_open(struct prof *p)
 		.exclude_user = 1, .exclude_hv = 1, .wakeup_events = 1000000,
 	};
 
+	memset(p, 0, sizeof(*p));
 	p->fd = syscall(__NR_perf_event_open, &a, 0, -1, -1, 0);
 	if (p->fd < 0)
 		die("perf_event_open: %s", strerror(errno));
@@ -291,9 +301,13 @@ static double run(struct prof *p, long *reqs)
 		t0 = bench_now();
 		for (long i = 0; i < slots; i++) {
 			off_t at = (off_t)(rnd ? (long)(rng() % slots) : i) * size;
+			int cached = res == 100 || (res == 50 && (at / MiB) % 2 == 0);
+			double t1 = bench_now();
 
 			if (pread(fd, gpu + at % (8 * MiB), size, at) != size)
 				die("pread into GPU memory: %s", strerror(errno));
+			p->t_chunk[cached] += bench_now() - t1;
+			p->n_chunk[cached]++;
 			n++;
 			if (i % 64 == 63)
 				prof_drain(p);
@@ -306,6 +320,84 @@ static double run(struct prof *p, long *reqs)
 	} while (busy < secs);
 	*reqs += n;
 	return n * (double)size / busy / 1e6;
+}
+
+static const char *const trace_events[] = {
+	"filemap/mm_filemap_add_to_page_cache", "block/block_rq_issue",
+	"block/block_rq_complete", "spin/spin_readahead", "spin/spin_route",
+	"kprobes/spin_sync_ra", "kprobes/spin_async_ra", "kprobes/spin_leg_end",
+	"kprobes/spin_collect", "kprobes/spin_drain_all", "workqueue/workqueue_execute_start",
+	"workqueue/workqueue_execute_end",
+};
+
+static void trace_events_enable(const char *on)
+{
+	char path[256];
+
+	for (size_t i = 0; i < ARRAY_SIZE(trace_events); i++) {
+		snprintf(path, sizeof(path), TRACING "/events/%s/enable", trace_events[i]);
+		if (spin_write_file(path, on))
+			die("%s: %s", path, strerror(errno));
+	}
+}
+
+/*
+ * One untimed pass over the first @trace bytes of the file in mode @mode,
+ * every request marked in the trace, the events above enabled; prints the
+ * trace. It shows where each mode reads ahead and waits at the edges of the
+ * 1 MiB chunks of res=50.
+ */
+static void trace_pass(const char *mode)
+{
+	char line[512];
+	FILE *f;
+	int fd, mk;
+
+	if (spin_write_file(MODE_PATH, mode))
+		die("%s: %s", MODE_PATH, strerror(errno));
+	orders_begin();
+	spin_write_file(TRACING "/tracing_on", "0");
+	/* The read-ahead entry points have no events: probe them. */
+	if (access(TRACING "/events/kprobes/spin_sync_ra", F_OK) &&
+	    spin_write_file(TRACING "/kprobe_events",
+			    "p:spin_sync_ra page_cache_sync_ra req=%si\n"
+			    "p:spin_async_ra page_cache_async_ra folio=%si req=%dx\n"
+			    "r:spin_leg_end spin_sub_read_ra ret=$retval\n"
+			    "p:spin_collect spin_ra_collect\n"
+			    "p:spin_drain_all lru_add_drain_all\n"))
+		die("kprobe_events: %s", strerror(errno));
+	set_residency();
+	if (bench_drain(raw_fd, dev_size, bps, iops, drain_buf))
+		die("draining the throttle: %s", strerror(errno));
+	mk = open(TRACING "/trace_marker", O_WRONLY);
+	fd = open(TRACING "/trace", O_WRONLY | O_TRUNC);
+	if (mk < 0 || fd < 0 || close(fd))
+		die("tracefs: %s", strerror(errno));
+	fd = open(PATH, O_RDONLY);
+	if (fd < 0)
+		die("open %s: %s", PATH, strerror(errno));
+	trace_events_enable("1");
+	spin_write_file(TRACING "/tracing_on", "1");
+	for (off_t at = 0; at < trace && at < (off_t)FILE_LEN; at += size) {
+		dprintf(mk, "pread %lld +%ld\n", (long long)at, size);
+		if (pread(fd, gpu + at % (8 * MiB), size, at) != size)
+			die("pread into GPU memory: %s", strerror(errno));
+	}
+	dprintf(mk, "end\n");
+	spin_write_file(TRACING "/tracing_on", "0");
+	trace_events_enable("0");
+	spin_write_file(ADD_EVENT, "0");
+	close(mk);
+	close(fd);
+	f = fopen(TRACING "/trace", "r");
+	if (!f)
+		die("tracefs: %s", strerror(errno));
+	printf("# T mode %s\n", mode);
+	/* One line per event, but for the page cache's insertions (one per folio). */
+	while (fgets(line, sizeof(line), f))
+		if (line[0] != '#' && !strstr(line, "mm_filemap_add_to_page_cache"))
+			printf("# T %s", line);
+	fclose(f);
 }
 
 struct row {
@@ -338,6 +430,7 @@ int main(void)
 	rounds = bench_opt_ll("prof_bench", "rounds", rounds);
 	top = bench_opt_ll("prof_bench", "top", top);
 	ra_limit = bench_opt_ll("prof_bench", "ra_limit", ra_limit);
+	trace = bench_opt_ll("prof_bench", "trace", trace);
 	bps = bench_opt_ll("prof_bench", "bps", 0);
 	iops = bench_opt_ll("prof_bench", "iops", 0);
 	if (size < 512 || size > (long)(8 * MiB) || FILE_LEN % size || rounds < 1 || rounds > 16 ||
@@ -376,6 +469,9 @@ int main(void)
 	prof_open(&prof[1]);
 	printf("# prof_bench: %s %ld B reads, %ld%% resident, %ld rounds of %ld s per mode\n",
 	       rnd ? "random" : "sequential", size, res, rounds, secs);
+	/* Twice each, alternating: the first pass may still share the CPU with writeback. */
+	for (int m = 0; trace > 0 && m < 4; m++)
+		trace_pass(modes[(m + 1) % 2]);
 	for (int r = 0; r < rounds; r++)
 		for (int k = 0; k < 2; k++) {
 			int m = (r + k) % 2;
@@ -403,6 +499,10 @@ int main(void)
 			       rows[i].sym == nsyms ? "(unknown)" : syms[rows[i].sym].name,
 			       100.0 * rows[i].hits / p->samples, rows[i].hits * us / reqs[m]);
 		printf("| all kernel samples | 100%% | %.2f |\n", p->samples * us / reqs[m]);
+		printf("\nWall time per request: %ld in chunks cached before the pass, %.1f us; "
+		       "%ld in the others, %.1f us\n", p->n_chunk[1],
+		       p->n_chunk[1] ? 1e6 * p->t_chunk[1] / p->n_chunk[1] : 0.0, p->n_chunk[0],
+		       p->n_chunk[0] ? 1e6 * p->t_chunk[0] / p->n_chunk[0] : 0.0);
 		printf("\nFolios added to the page cache by order (%s%s):",
 		       "mm_filemap_add_to_page_cache", p->lost ? ", **events lost**" : "");
 		for (int k = 0; k <= MAX_ORDER_SEEN; k++)
