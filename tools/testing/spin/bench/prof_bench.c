@@ -20,8 +20,9 @@
  * measures auto without eviction), .trace (bytes: before the timed rounds,
  * one untimed pass per mode over the first .trace bytes of the file with the
  * page cache's, the block layer's and spin's events and the read-ahead entry
- * points traced, printed as "# T " lines; 0). Also counts the folios the
- * page cache takes in, by order (tracefs).
+ * points traced, printed as "# T " lines; 0), .ra_kb (KiB: the disk's
+ * read_ahead_kb for both modes; the default leaves it). Also counts the
+ * folios the page cache takes in, by order (tracefs).
  *
  * Emulator figures (QEMU TCG): compare the modes only.
  */
@@ -67,6 +68,7 @@ struct sym {
 static struct sym *syms;
 static int nsyms;
 static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30, ra_limit = -1, trace;
+static long ra_kb = -1;
 static long long bps, iops;
 
 /* The GPU read-ahead partition's counters, summed over the whole run. */
@@ -430,6 +432,7 @@ int main(void)
 	rounds = bench_opt_ll("prof_bench", "rounds", rounds);
 	top = bench_opt_ll("prof_bench", "top", top);
 	ra_limit = bench_opt_ll("prof_bench", "ra_limit", ra_limit);
+	ra_kb = bench_opt_ll("prof_bench", "ra_kb", ra_kb);
 	trace = bench_opt_ll("prof_bench", "trace", trace);
 	bps = bench_opt_ll("prof_bench", "bps", 0);
 	iops = bench_opt_ll("prof_bench", "iops", 0);
@@ -453,6 +456,16 @@ int main(void)
 		 MNT, "-E nodiscard,lazy_itable_init=0,lazy_journal_init=0", dev, dev, MNT);
 	if (system(cmd))
 		die("no ext4 on %s", dev);
+	if (ra_kb >= 0) {
+		const char *base = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+		char path[PATH_MAX], v[32];
+
+		snprintf(path, sizeof(path), "/sys/block/%s/queue/read_ahead_kb", base);
+		snprintf(v, sizeof(v), "%ld", ra_kb);
+		if (spin_write_file(path, v))
+			die("%s: %s", path, strerror(errno));
+		printf("# read_ahead_kb of %s: %ld\n", dev, ra_kb);
+	}
 	host = malloc(MiB);
 	drain_buf = spin_alloc_aligned(MiB);
 	raw_fd = open(dev, O_RDONLY | O_DIRECT);
