@@ -9,7 +9,8 @@
  * process with perf_event_open() (cpu-clock, kernel only). Prints each mode's
  * rate and its hottest kernel functions (from /proc/kallsyms), with their
  * share of the samples and the time per request they stand for, so that the
- * difference between the two modes can be read off.
+ * difference between the two modes can be read off; the same for the kernel
+ * time of every other task meanwhile (the evictor's kworker among them).
  *
  * Options on the kernel command line (make bench-prof PROF_ARGS=...):
  * prof_bench.size (bytes per read, 4096), .res (0, 50 or 100: percent of the
@@ -142,11 +143,23 @@ static int sym_of(unsigned long long ip)
 	return lo;
 }
 
-/* A cpu-clock sampling event on this process, kernel only, ~10 kHz. */
-struct prof {
+#define MAX_RINGS 64
+
+/* One perf ring buffer of a cpu-clock sampling event. */
+struct ring {
 	int fd;
 	struct perf_event_mmap_page *meta;
 	uint8_t *data;
+};
+
+/*
+ * Kernel samples at ~10 kHz, of this process (one event) or, for @others, of
+ * every other task but the idle tasks (one event per CPU): the GPU read-ahead
+ * partition's evictor (a kworker), threaded interrupts, ...
+ */
+struct prof {
+	struct ring ring[MAX_RINGS];
+	int nring, others;
 	size_t data_len;
 	unsigned int *hits;
 	long samples;
@@ -158,52 +171,80 @@ struct prof {
 	long n_chunk[2];
 };
 
-static void prof_open(struct prof *p)
+static void prof_open(struct prof *p, int others)
 {
 	struct perf_event_attr a = {
 		.type = PERF_TYPE_SOFTWARE, .size = sizeof(a), .config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_period = 100000, .sample_type = PERF_SAMPLE_IP, .disabled = 1,
-		.exclude_user = 1, .exclude_hv = 1, .wakeup_events = 1000000,
+		.sample_period = 100000, .sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID,
+		.disabled = 1, .exclude_user = 1, .exclude_hv = 1, .wakeup_events = 1000000,
 	};
+	long cpus = others ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
 
 	memset(p, 0, sizeof(*p));
-	p->fd = syscall(__NR_perf_event_open, &a, 0, -1, -1, 0);
-	if (p->fd < 0)
-		die("perf_event_open: %s", strerror(errno));
+	p->others = others;
 	p->data_len = RING_PAGES * 4096;
-	p->meta = mmap(NULL, p->data_len + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
-	if (p->meta == MAP_FAILED)
-		die("mmap of the perf ring: %s", strerror(errno));
-	p->data = (uint8_t *)p->meta + 4096;
+	for (long c = 0; c < cpus && c < MAX_RINGS; c++) {
+		struct ring *r = &p->ring[p->nring++];
+
+		r->fd = syscall(__NR_perf_event_open, &a, others ? -1 : 0, others ? c : -1, -1, 0);
+		if (r->fd < 0)
+			die("perf_event_open: %s", strerror(errno));
+		r->meta = mmap(NULL, p->data_len + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
+			       0);
+		if (r->meta == MAP_FAILED)
+			die("mmap of the perf ring: %s", strerror(errno));
+		r->data = (uint8_t *)r->meta + 4096;
+	}
 	p->hits = calloc(nsyms + 1, sizeof(*p->hits));
 	if (!p->hits)
 		die("no memory");
 }
 
-/* Takes the samples out of the ring. */
+static void prof_enable(struct prof *p, int on)
+{
+	for (int i = 0; i < p->nring; i++)
+		ioctl(p->ring[i].fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+}
+
+/* Copies @len bytes at @off of a ring's data out, wrapping around. */
+static void ring_copy(const struct prof *p, const struct ring *r, size_t off, void *to,
+		      size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		((uint8_t *)to)[i] = r->data[(off + i) % p->data_len];
+}
+
+/* Takes the samples out of the rings. */
 static void prof_drain(struct prof *p)
 {
-	uint64_t head = __atomic_load_n(&p->meta->data_head, __ATOMIC_ACQUIRE);
-	uint64_t tail = p->meta->data_tail;
+	pid_t self = getpid();
 
-	while (tail < head) {
-		struct perf_event_header h;
-		uint64_t ip;
-		size_t off = tail % p->data_len;
+	for (int i = 0; i < p->nring; i++) {
+		struct ring *r = &p->ring[i];
+		uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
+		uint64_t tail = r->meta->data_tail;
 
-		for (size_t i = 0; i < sizeof(h); i++)
-			((uint8_t *)&h)[i] = p->data[(off + i) % p->data_len];
-		if (h.type == PERF_RECORD_SAMPLE) {
-			for (size_t i = 0; i < sizeof(ip); i++)
-				((uint8_t *)&ip)[i] = p->data[(off + sizeof(h) + i) % p->data_len];
-			int s = sym_of(ip);
+		while (tail < head) {
+			struct perf_event_header h;
+			size_t off = tail % p->data_len;
+			uint32_t tid[2];
+			uint64_t ip;
 
-			p->hits[s < 0 ? nsyms : s]++;
-			p->samples++;
+			ring_copy(p, r, off, &h, sizeof(h));
+			if (h.type == PERF_RECORD_SAMPLE) {
+				ring_copy(p, r, off + sizeof(h), &ip, sizeof(ip));
+				ring_copy(p, r, off + sizeof(h) + sizeof(ip), tid, sizeof(tid));
+				if (!p->others || (tid[0] != 0 && tid[0] != (uint32_t)self)) {
+					int s = sym_of(ip);
+
+					p->hits[s < 0 ? nsyms : s]++;
+					p->samples++;
+				}
+			}
+			tail += h.size ? h.size : sizeof(h);
 		}
-		tail += h.size ? h.size : sizeof(h);
+		__atomic_store_n(&r->meta->data_tail, tail, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&p->meta->data_tail, tail, __ATOMIC_RELEASE);
 }
 
 /*
@@ -285,7 +326,7 @@ static uint64_t rng(void)
  * again (untimed): a pass over pages an earlier pass left cached would
  * measure the page cache's reuse, not the cell.
  */
-static double run(struct prof *p, long *reqs)
+static double run(struct prof *p, struct prof *o, long *reqs)
 {
 	long n = 0, slots = FILE_LEN / size;
 	double busy = 0, t0;
@@ -299,7 +340,8 @@ static double run(struct prof *p, long *reqs)
 		if (fd < 0)
 			die("open %s: %s", PATH, strerror(errno));
 		orders_begin();
-		ioctl(p->fd, PERF_EVENT_IOC_ENABLE, 0);
+		prof_enable(p, 1);
+		prof_enable(o, 1);
 		t0 = bench_now();
 		for (long i = 0; i < slots; i++) {
 			off_t at = (off_t)(rnd ? (long)(rng() % slots) : i) * size;
@@ -311,13 +353,17 @@ static double run(struct prof *p, long *reqs)
 			p->t_chunk[cached] += bench_now() - t1;
 			p->n_chunk[cached]++;
 			n++;
-			if (i % 64 == 63)
+			if (i % 64 == 63) {
 				prof_drain(p);
+				prof_drain(o);
+			}
 		}
 		busy += bench_now() - t0;
-		ioctl(p->fd, PERF_EVENT_IOC_DISABLE, 0);
+		prof_enable(p, 0);
+		prof_enable(o, 0);
 		orders_end(p);
 		prof_drain(p);
+		prof_drain(o);
 		close(fd);
 	} while (busy < secs);
 	*reqs += n;
@@ -414,10 +460,26 @@ static int cmp_row(const void *a, const void *b)
 	return x->hits < y->hits ? 1 : x->hits > y->hits ? -1 : 0;
 }
 
+/* The hottest kernel functions of @p, in time per request of @reqs. */
+static void print_top(const struct prof *p, struct row *rows, long reqs)
+{
+	double us = 1e6 / 10000.0;	/* one sample: 100 us of CPU */
+
+	printf("| function | share | us per request |\n| --- | --- | --- |\n");
+	for (int i = 0; i <= nsyms; i++)
+		rows[i] = (struct row){ i, p->hits[i] };
+	qsort(rows, nsyms + 1, sizeof(*rows), cmp_row);
+	for (int i = 0; i < top && rows[i].hits; i++)
+		printf("| %s | %.1f%% | %.2f |\n",
+		       rows[i].sym == nsyms ? "(unknown)" : syms[rows[i].sym].name,
+		       100.0 * rows[i].hits / p->samples, rows[i].hits * us / reqs);
+	printf("| all kernel samples | 100%% | %.2f |\n", p->samples * us / reqs);
+}
+
 int main(void)
 {
 	static const char *const modes[2] = { "auto", "pagecache" };
-	struct prof prof[2];
+	static struct prof prof[2], oth[2];
 	double rate[2][16];
 	long reqs[2] = { 0, 0 };
 	char cmd[512], dev[64], gpu_dir[PATH_MAX];
@@ -478,8 +540,10 @@ int main(void)
 	if (gpu == MAP_FAILED)
 		die("no GPU memory: %s", strerror(errno));
 	memset(gpu, 0, 8 * MiB);
-	prof_open(&prof[0]);
-	prof_open(&prof[1]);
+	for (int m = 0; m < 2; m++) {
+		prof_open(&prof[m], 0);
+		prof_open(&oth[m], 1);
+	}
 	printf("# prof_bench: %s %ld B reads, %ld%% resident, %ld rounds of %ld s per mode\n",
 	       rnd ? "random" : "sequential", size, res, rounds, secs);
 	/* Twice each, alternating: the first pass may still share the CPU with writeback. */
@@ -491,7 +555,7 @@ int main(void)
 
 			if (spin_write_file(MODE_PATH, modes[m]))
 				die("%s: %s", MODE_PATH, strerror(errno));
-			rate[m][r] = run(&prof[m], &reqs[m]);
+			rate[m][r] = run(&prof[m], &oth[m], &reqs[m]);
 			printf("# round %d %s: %.1f MB/s\n", r + 1, modes[m], rate[m][r]);
 		}
 	spin_write_file(MODE_PATH, "auto");
@@ -499,19 +563,13 @@ int main(void)
 	rows = calloc(nsyms + 1, sizeof(*rows));
 	for (int m = 0; m < 2; m++) {
 		struct prof *p = &prof[m];
-		double us = 1e6 / 10000.0;	/* one sample: 100 us of CPU */
 
 		printf("\n## %s: %.1f MB/s (median), %ld samples, %ld requests\n\n", modes[m],
 		       bench_median(rate[m], rounds), p->samples, reqs[m]);
-		printf("| function | share | us per request |\n| --- | --- | --- |\n");
-		for (int i = 0; i <= nsyms; i++)
-			rows[i] = (struct row){ i, p->hits[i] };
-		qsort(rows, nsyms + 1, sizeof(*rows), cmp_row);
-		for (int i = 0; i < top && rows[i].hits; i++)
-			printf("| %s | %.1f%% | %.2f |\n",
-			       rows[i].sym == nsyms ? "(unknown)" : syms[rows[i].sym].name,
-			       100.0 * rows[i].hits / p->samples, rows[i].hits * us / reqs[m]);
-		printf("| all kernel samples | 100%% | %.2f |\n", p->samples * us / reqs[m]);
+		print_top(p, rows, reqs[m]);
+		printf("\nOther tasks' kernel time (not the idle tasks), %ld samples:\n\n",
+		       oth[m].samples);
+		print_top(&oth[m], rows, reqs[m]);
 		printf("\nWall time per request: %ld in chunks cached before the pass, %.1f us; "
 		       "%ld in the others, %.1f us\n", p->n_chunk[1],
 		       p->n_chunk[1] ? 1e6 * p->t_chunk[1] / p->n_chunk[1] : 0.0, p->n_chunk[0],
