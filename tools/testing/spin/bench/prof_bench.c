@@ -19,9 +19,10 @@
  * the file; 2), .rounds (3), .top (30), .ra_limit (pages: writes
  * /sys/kernel/spin/ra_partition_pages first; a limit above the file's pages
  * measures auto without eviction), .trace (bytes: before the timed rounds,
- * one untimed pass per mode over the first .trace bytes of the file with the
- * page cache's, the block layer's and spin's events and the read-ahead entry
- * points traced, printed as "# T " lines; 0), .ra_kb (KiB: the disk's
+ * two untimed passes per mode, alternating, over the first .trace bytes of
+ * the file with the page cache's, the block layer's, spin's and the
+ * workqueue's events and kprobes on the read-ahead entry points and the
+ * partition's admission, printed as "# T " lines; 0), .ra_kb (KiB: the disk's
  * read_ahead_kb for both modes; the default leaves it). Also counts the
  * folios the page cache takes in, by order (tracefs).
  *
