@@ -222,12 +222,16 @@ ssize_t spin_rust_disk_p2p_show(struct gendisk *disk, char *buf);
  * @random: the file was advised POSIX_FADV_RANDOM
  * @dontcache: the filesystem supports uncached reads (FOP_DONTCACHE), which
  *             GPU read-ahead needs to keep its pages apart
+ * @ra_start: first page of the file's read-ahead window (file_ra_state.start)
+ * @ra_size: pages in that window (file_ra_state.size), 0 if none
  */
 struct spin_stream {
 	loff_t prev_pos;
 	u32 ra_pages;
 	bool random;
 	bool dontcache;
+	pgoff_t ra_start;
+	unsigned long ra_size;
 };
 
 void spin_file_stream(struct file *file, struct spin_stream *stream);
@@ -267,6 +271,8 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 			 size_t len, bool defer, struct spin_ra_window *win);
 unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 			     struct spin_ra_folio *out, unsigned int max);
+bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
+		    pgoff_t end, struct spin_ra_window *win);
 int spin_sysfs_init(void);
 bool spin_should_fail_plan(void);
 

@@ -177,4 +177,9 @@ mod tests {
     fn readahead_leg_in_window() -> Result<(), CaseError> {
         report(cases::readahead_leg_in_window())
     }
+
+    #[test]
+    fn readahead_bridge_range() -> Result<(), CaseError> {
+        report(cases::readahead_bridge_range())
+    }
 }

@@ -452,6 +452,8 @@ void spin_file_stream(struct file *file, struct spin_stream *stream)
 	stream->ra_pages = READ_ONCE(file->f_ra.ra_pages);
 	stream->random = !!(file->f_mode & FMODE_RANDOM);
 	stream->dontcache = !!(file->f_op->fop_flags & FOP_DONTCACHE);
+	stream->ra_start = READ_ONCE(file->f_ra.start);
+	stream->ra_size = READ_ONCE(file->f_ra.size);
 }
 
 /**
@@ -516,6 +518,95 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 	win->prev_nr = size;
 	win->moved = win->nr && (win->start != start || win->nr != size);
 	return ret;
+}
+
+/* Reads @nr pages ahead from @index, uncached, its marker on the first one. */
+static void spin_ra_window_at(struct file *file, pgoff_t index,
+			      unsigned int nr)
+{
+	struct address_space *mapping = file->f_mapping;
+	struct file_ra_state *ra = &file->f_ra;
+	DEFINE_READAHEAD(ractl, file, ra, mapping, index);
+
+	/* page_cache_async_ra() expects the marker at start + size - async_size. */
+	WRITE_ONCE(ra->start, index);
+	WRITE_ONCE(ra->size, nr);
+	WRITE_ONCE(ra->async_size, nr);
+	ra->order = 0;
+	ractl.dropbehind = true;
+	filemap_invalidate_lock_shared(mapping);
+	page_cache_ra_unbounded(&ractl, nr, nr);
+	filemap_invalidate_unlock_shared(mapping);
+}
+
+/**
+ * spin_ra_bridge - read ahead from the first page a GPU stream will miss
+ * @file: the file
+ * @first: first page of the read about to be served
+ * @from: first page to look at
+ * @end: page after the last one to look at
+ * @win: filled in: the window read ahead, if any
+ *
+ * GPU read-ahead's look-ahead across cached pages (see bridge() in
+ * rust/spin/sched/readahead.rs): if the pages of the read, @first on, and
+ * those up to @from are cached and a page of @from..@end is not, read a full
+ * window (file_ra_state.ra_pages) ahead from the first missing one, uncached
+ * (dropbehind folios, as IOCB_DONTCACHE reads them), and make
+ * it the file's read-ahead window with its marker on its first page. The
+ * read that reaches that page then finds it read or in flight and moves the
+ * window on asynchronously, as if the stream had never left it. Pages in the
+ * page cache are skipped, as page_cache_ra_unbounded() does; nothing is read
+ * past the end of the file. The caller holds no lock of the filesystem's.
+ *
+ * file_ra_state is updated without a lock, as the page cache's own read-ahead
+ * does: a racing reader only changes a heuristic.
+ *
+ * Context: Process context; may sleep (it allocates folios and starts I/O).
+ * A read that misses a page of its own starts read-ahead there itself, which
+ * a window read ahead of it would only get in the way of (its marker would
+ * land on a page read already): nothing is done then.
+ *
+ * Return: %true if a window was read ahead (@win describes it, @win->moved
+ * set), %false if every page looked at is cached, a page of the read or
+ * before @from is not, the window would start past the end of the file,
+ * read-ahead is off or the task's blkcg is congested.
+ */
+bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
+		    pgoff_t end, struct spin_ra_window *win)
+{
+	struct address_space *mapping = file->f_mapping;
+	struct file_ra_state *ra = &file->f_ra;
+	unsigned int nr = READ_ONCE(ra->ra_pages);
+	loff_t isize = i_size_read(mapping->host);
+	pgoff_t gap, last;
+
+	if (!nr || first > from || from >= end || isize <= 0 ||
+	    blk_cgroup_congested())
+		return false;
+	last = (isize - 1) >> PAGE_SHIFT;
+	/*
+	 * The look-ahead first: a stream through cached pages finds no gap
+	 * there and looks at nothing else. page_cache_next_miss() returns 0
+	 * when the index wraps.
+	 */
+	rcu_read_lock();
+	gap = page_cache_next_miss(mapping, from, end - from);
+	if (gap >= from && gap < end && gap <= last && first < from &&
+	    page_cache_next_miss(mapping, first, from - first) < from)
+		gap = end;
+	rcu_read_unlock();
+	if (gap < from || gap >= end || gap > last)
+		return false;
+	nr = min_t(pgoff_t, nr, last - gap + 1);
+
+	win->mapping = (unsigned long)mapping;
+	win->prev_start = READ_ONCE(ra->start);
+	win->prev_nr = READ_ONCE(ra->size);
+	win->start = gap;
+	win->nr = nr;
+	win->moved = true;
+	spin_ra_window_at(file, gap, nr);
+	return true;
 }
 
 /**

@@ -462,6 +462,8 @@ impl Request<'_> {
             prev_pos: raw.prev_pos,
             ra_pages: raw.ra_pages,
             random: raw.random,
+            ra_start: raw.ra_start as u64,
+            ra_size: raw.ra_size as u64,
         };
         (stream, raw.dontcache)
     }
@@ -512,6 +514,31 @@ impl Request<'_> {
             return (Err(Error::from_errno(ret as c_int)), win);
         }
         (Ok(ret as usize), win)
+    }
+
+    /// Reads a window ahead, uncached, from the first of the file's pages `from .. end` that
+    /// is not in the page cache, and makes it the file's read-ahead window
+    /// (`spin_ra_bridge()`); returns it, or `None` if those pages are all cached, a page from
+    /// `first` (the read's first page) to `from` is not, they lie past the end of the file or
+    /// read-ahead is off.
+    pub(crate) fn ra_bridge(&self, first: u64, from: u64, end: u64) -> Option<RaWindow> {
+        // SAFETY: `spin_ra_window` is plain data; all-zero is a valid value.
+        let mut win: bindings::spin_ra_window = unsafe { core::mem::zeroed() };
+        let first = usize::try_from(first).ok()?;
+        let (from, end) = (usize::try_from(from).ok()?, usize::try_from(end).ok()?);
+        // SAFETY: The file is valid (type invariant); the router holds no filesystem lock
+        // here; `win` is a local.
+        if !unsafe { bindings::spin_ra_bridge(self.file(), first, from, end, &mut win) } {
+            return None;
+        }
+        Some(RaWindow {
+            mapping: win.mapping as usize,
+            start: win.start as u64,
+            nr: win.nr as u64,
+            prev_start: win.prev_start as u64,
+            prev_nr: win.prev_nr as u64,
+            moved: win.moved,
+        })
     }
 
     /// Fills `out` with the dropbehind folios of the file's pages `*index .. end`, advancing

@@ -35,6 +35,7 @@ mod writer;
 use crate::sched::{
     self,
     plan::{self, Leg},
+    readahead::Stream,
     Path, RunsBuilder, Segment, Slot,
 };
 use glue::{Fallback, FileInfo, RaWindow, Request, Routable, RouteKey};
@@ -431,8 +432,20 @@ impl Ctx<'_, '_> {
     /// P-readahead). It was a miss if read-ahead started at its first page (a sequential miss
     /// always starts a synchronous read-ahead there; a hit at most moves the window beyond
     /// it), which costs no residency lookup.
-    fn prefetch(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
+    ///
+    /// First, a stream whose window stayed behind in cached pages looks ahead for the next
+    /// page it would miss and reads a window ahead from there ([`readahead::bridge`]), so that
+    /// it never waits for a synchronous read-ahead where a cached run ends. A read that misses
+    /// a page of its own leaves read-ahead to the page cache.
+    fn prefetch(&mut self, stream: &Stream, pos: i64, addr: usize, len: usize) -> Result<usize> {
         let first = pos as u64 / PAGE_SIZE as u64;
+        let page = PAGE_SIZE as u32;
+        if let Some((from, end)) = sched::readahead::bridge(stream, pos as u64, len as u64, page) {
+            let pages = readahead::bridge(self.req, &self.info, first, from, end);
+            if pages != 0 {
+                self.account.ra_pages(pages);
+            }
+        }
         let r = self.copy_ra(pos, addr, len, true);
         let miss = matches!(&r, Ok((_, Some(win))) if win.start <= first);
         self.account.ra_request(!miss);
@@ -495,17 +508,17 @@ fn route_gpu(
         let (stream, dontcache) = req.stream();
         let page = PAGE_SIZE as u32;
         let small_seq = sched::readahead::prefetch(&stream, pos as u64, len as u64, page);
-        (dontcache, dontcache && small_seq)
+        (dontcache, (dontcache && small_seq).then_some(stream))
     } else {
-        (false, false)
+        (false, None)
     };
-    if reason == Fallback::None && !prefetch {
+    if reason == Fallback::None && prefetch.is_none() {
         if let Some(member) = refused {
             reason = Fallback::Distance;
             info.member = member;
         }
     }
-    if reason == Fallback::None && !prefetch {
+    if reason == Fallback::None && prefetch.is_none() {
         // The P2P legs start at aligned file offsets; their GPU addresses move in lockstep.
         let first = (pos as u64).next_multiple_of(u64::from(info.offset_align));
         let gpu = (addr as u64).wrapping_add(first - pos as u64);
@@ -528,8 +541,8 @@ fn route_gpu(
     };
     let result = if reason != Fallback::None {
         ctx.copy(pos, addr, len)
-    } else if prefetch {
-        ctx.prefetch(pos, addr, len)
+    } else if let Some(stream) = prefetch {
+        ctx.prefetch(&stream, pos, addr, len)
     } else {
         ctx.cached_first(pos, addr, len)
     };

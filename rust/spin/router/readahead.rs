@@ -26,6 +26,11 @@
 //! uncached runs of a schedule, whose read-ahead may be no window) drop what they consume
 //! themselves.
 //!
+//! A stream that runs through cached pages leaves the page cache's window behind; [`bridge`]
+//! reads a window ahead from the first page it would miss (`spin_ra_bridge()`), admitted like
+//! the others, so that the stream never waits for a synchronous read-ahead where a cached run
+//! ends.
+//!
 //! Entries hold no folio references: a folio is remembered by pfn, mapping and index and found
 //! again speculatively, so truncation, hole punching, `POSIX_FADV_DONTNEED` and reclaim never
 //! wait for the partition. An entry whose folio already left the page cache (truncated,
@@ -216,6 +221,7 @@ struct Stats {
     promoted: Atomic<u64>,
     busy: Atomic<u64>,
     gone: Atomic<u64>,
+    bridged: Atomic<u64>,
 }
 
 static STATS: Stats = Stats {
@@ -226,6 +232,7 @@ static STATS: Stats = Stats {
     promoted: Atomic::new(0),
     busy: Atomic::new(0),
     gone: Atomic::new(0),
+    bridged: Atomic::new(0),
 };
 
 /// Sets the partition up with [`DEFAULT_PAGES`]; called once from module init.
@@ -380,6 +387,18 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
     admitted
 }
 
+/// Looks at the file's pages `from .. end` ahead of a sequential read of `req` into GPU memory
+/// that starts at page `first` ([`crate::sched::readahead::bridge`]) and, if one is not in the
+/// page cache while the pages from `first` to `from` are, reads a window ahead from it and
+/// admits it into the partition; returns the pages admitted.
+pub(crate) fn bridge(req: &Request<'_>, info: &FileInfo, first: u64, from: u64, end: u64) -> u64 {
+    let Some(win) = req.ra_bridge(first, from, end) else {
+        return 0;
+    };
+    STATS.bridged.add(1, Relaxed);
+    admit(req, info, &win)
+}
+
 /// Writes the partition's lines of `/sys/kernel/spin/stat`.
 pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
     let pages = PARTITION.lock().books.pages();
@@ -392,7 +411,8 @@ pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
     writeln!(f, "ra_evictor_runs {}", v(&STATS.evictor_runs))?;
     writeln!(f, "ra_pages_promoted {}", v(&STATS.promoted))?;
     writeln!(f, "ra_pages_busy {}", v(&STATS.busy))?;
-    writeln!(f, "ra_pages_gone {}", v(&STATS.gone))
+    writeln!(f, "ra_pages_gone {}", v(&STATS.gone))?;
+    writeln!(f, "ra_windows_bridged {}", v(&STATS.bridged))
 }
 
 /// The limit, for `/sys/kernel/spin/ra_partition_pages`.

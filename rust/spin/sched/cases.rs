@@ -117,6 +117,7 @@ pub const CASES: &[Case] = &[
     ("partition_rebuilt_smaller", partition_rebuilt_smaller),
     ("partition_watermarks_order", partition_watermarks_order),
     ("readahead_leg_in_window", readahead_leg_in_window),
+    ("readahead_bridge_range", readahead_bridge_range),
 ];
 
 fn gen4() -> Result<Params, CaseError> {
@@ -685,6 +686,8 @@ pub fn readahead_prefetch_rule() -> Result<(), CaseError> {
         prev_pos: 65536,
         ra_pages: 32,
         random: false,
+        ra_start: 0,
+        ra_size: 0,
     };
     check!(readahead::prefetch(&s, 65536, 512, 4096));
     check!(readahead::prefetch(&s, 65536, (128 << 10) - 1, 4096));
@@ -715,7 +718,7 @@ pub fn readahead_prefetch_rule() -> Result<(), CaseError> {
         &Stream {
             ra_pages: u32::MAX,
             prev_pos: -1,
-            random: false
+            ..s
         },
         4096,
         1,
@@ -837,5 +840,94 @@ pub fn readahead_leg_in_window() -> Result<(), CaseError> {
         u64::MAX - 1,
         4
     ));
+    Ok(())
+}
+
+/// A stream looks ahead `ra_pages` to `ra_pages + ra_pages / 4` pages past every read, at
+/// each page once, and not at all while its window is not behind it.
+pub fn readahead_bridge_range() -> Result<(), CaseError> {
+    let s = Stream {
+        prev_pos: 16 * 4096,
+        ra_pages: 32,
+        random: false,
+        ra_start: 0,
+        ra_size: 0,
+    };
+    // 64 KiB at page 16 after a read that ended there: the horizon moves from 16 + 8 + 32 = 56
+    // to 32 + 8 + 32 = 72.
+    check!(readahead::bridge(&s, 16 * 4096, 65536, 4096) == Some((56, 72)));
+    // The first read of a stream looks at the whole look-ahead, as does a read at 0.
+    let first = Stream { prev_pos: -1, ..s };
+    check!(readahead::bridge(&first, 0, 65536, 4096) == Some((16, 56)));
+    check!(readahead::bridge(&s, 0, 4096, 4096) == Some((1, 40)));
+    // Reads that do not move the horizon look at nothing; the one that does, at one step.
+    for (prev, pos, len) in [(4608, 4608, 512), (4096, 4096, 4096), (8192, 8192, 20480)] {
+        let st = Stream {
+            prev_pos: prev,
+            ..s
+        };
+        check!(readahead::bridge(&st, pos, len, 4096).is_none());
+    }
+    let step = Stream {
+        prev_pos: 6 * 4096 + 512,
+        ..s
+    };
+    check!(readahead::bridge(&step, 6 * 4096 + 512, 4096, 4096) == Some((40, 48)));
+    // Successive reads tile the file: each page is looked at once, between `ra_pages` and
+    // `ra_pages + 8` pages ahead.
+    let mut seen = 0u64;
+    let mut pos = 0u64;
+    let mut prev = -1i64;
+    while pos < 1 << 20 {
+        let len = 3000;
+        let st = Stream {
+            prev_pos: prev,
+            ..s
+        };
+        if let Some((from, end)) = readahead::bridge(&st, pos, len, 4096) {
+            check!(from == seen || seen == 0);
+            seen = end;
+        }
+        pos += len;
+        prev = pos as i64;
+        let next = (pos - 1) / 4096 + 1;
+        check!(seen > next + 32 && seen <= next + 40);
+    }
+    // A window not behind the read: nothing; the read past it looks beyond the window and
+    // from the read on, whatever the previous read (under the window) looked at.
+    let win = Stream {
+        ra_start: 40,
+        ra_size: 32,
+        ..s
+    };
+    check!(readahead::bridge(&win, 16 * 4096, 65536, 4096).is_none());
+    check!(readahead::bridge(
+        &Stream {
+            ra_start: 20,
+            ..win
+        },
+        16 * 4096,
+        65536,
+        4096
+    )
+    .is_none());
+    let behind = Stream {
+        prev_pos: 64 * 4096,
+        ra_start: 32,
+        ra_size: 32,
+        ..s
+    };
+    check!(readahead::bridge(&behind, 64 * 4096, 65536, 4096) == Some((80, 120)));
+    let past = Stream {
+        prev_pos: 80 * 4096,
+        ..behind
+    };
+    check!(readahead::bridge(&past, 80 * 4096, 65536, 4096) == Some((120, 136)));
+    // No read-ahead, random advice, an empty read, the end of the offsets: nothing.
+    check!(readahead::bridge(&Stream { ra_pages: 0, ..s }, 0, 4096, 4096).is_none());
+    check!(readahead::bridge(&Stream { random: true, ..s }, 0, 4096, 4096).is_none());
+    check!(readahead::bridge(&s, 16 * 4096, 0, 4096).is_none());
+    check!(readahead::bridge(&s, u64::MAX - 10, 20, 4096).is_none());
+    check!(readahead::bridge(&s, u64::MAX - 1, 1, 1).is_none());
     Ok(())
 }

@@ -18,7 +18,9 @@
 //! eviction when a new one would exceed its bound. It stores entries in a caller-provided slice
 //! and never allocates. [`Watermarks`] splits a limit between the FIFO, the windows in flight
 //! and a background evictor, so that readers seldom evict themselves; [`in_window`] says
-//! whether a read-ahead leg's pages were accounted by a window.
+//! whether a read-ahead leg's pages were accounted by a window. [`bridge`] says where a stream
+//! that runs through cached pages should look for the next page to read ahead, so that its
+//! window does not stay behind.
 //!
 //! Only `core` is used: the same file builds into the kernel and into the host crate. See
 //! Documentation/spin/readahead.rst.
@@ -33,6 +35,10 @@ pub struct Stream {
     pub ra_pages: u32,
     /// The file was advised `POSIX_FADV_RANDOM` (`FMODE_RANDOM`): no read-ahead.
     pub random: bool,
+    /// First page of the file's current read-ahead window (`file_ra_state.start`).
+    pub ra_start: u64,
+    /// Pages in that window (`file_ra_state.size`); 0 if there is none.
+    pub ra_size: u64,
 }
 
 /// Whether a read at `pos` continues the stream whose previous read ended at `prev_pos`.
@@ -59,6 +65,70 @@ pub fn prefetch(stream: &Stream, pos: u64, len: u64, page_size: u32) -> bool {
     }
     let window = u64::from(stream.ra_pages).saturating_mul(u64::from(page_size));
     len < window && is_sequential(stream.prev_pos, pos, page_size)
+}
+
+/// The pages a small sequential read into GPU memory of `len` bytes at `pos` looks at for a
+/// page missing from the page cache, to read ahead from there before the stream reaches it
+/// (a *bridge* across pages already cached).
+///
+/// The page cache's read-ahead moves its window only when a read meets a folio marked for it
+/// or misses: a stream that runs through cached pages leaves its window behind, and the first
+/// page it then misses costs a synchronous read, started small (`get_init_ra_size()`: four
+/// pages for a one-page read) and ramped up window by window. GPU read-ahead knows the file's
+/// residency instead. Once a read lies wholly past the file's window (`ra_start .. ra_start +
+/// ra_size`, where the window's marker no longer moves it on), it looks at the read's
+/// *look-ahead*: the pages after its last one up to a horizon `ra_pages` to `ra_pages +
+/// stride` pages further. The horizon moves in steps of `stride` pages, the largest power of
+/// two up to `max(1, ra_pages / 4)`, so that a stream of reads smaller than that looks once per
+/// step. The range returned is the part of the look-ahead beyond the window that the previous
+/// read of the stream (which ended at `prev_pos`) did not look at already: a stream looks at
+/// every page once, and not at all while its window runs ahead of it. `None` if there is
+/// nothing to look at: no read-ahead, a random advice, an empty read, a window not behind the
+/// read, or a horizon that did not move.
+#[inline]
+pub fn bridge(stream: &Stream, pos: u64, len: u64, page_size: u32) -> Option<(u64, u64)> {
+    if stream.random || stream.ra_pages == 0 || len == 0 {
+        return None;
+    }
+    // Shifts, not divisions: this runs for every such read.
+    let page = u64::from(page_size.max(1));
+    let to_page = |off: u64| {
+        if page.is_power_of_two() {
+            off >> page.trailing_zeros()
+        } else {
+            off / page
+        }
+    };
+    let ahead = u64::from(stream.ra_pages);
+    // A power of two, at most a quarter of the window.
+    let stride_shift = (ahead / 4).max(1).ilog2();
+    let horizon = |next: u64| {
+        ((next >> stride_shift) << stride_shift)
+            .checked_add(1 << stride_shift)?
+            .checked_add(ahead)
+    };
+    let first = to_page(pos);
+    let window_end = if stream.ra_size == 0 {
+        0
+    } else {
+        stream.ra_start.saturating_add(stream.ra_size)
+    };
+    if first < window_end {
+        return None;
+    }
+    let next = to_page(pos.checked_add(len - 1)?).checked_add(1)?;
+    let end = horizon(next)?;
+    let mut from = next.max(window_end);
+    // The previous read looked up to its own horizon if it lay past the window too.
+    if let Ok(prev) = u64::try_from(stream.prev_pos) {
+        if pos > 0 && prev > 0 && is_sequential(stream.prev_pos, pos, page_size) {
+            let prev_next = to_page(prev - 1) + 1;
+            if prev_next > window_end {
+                from = from.max(horizon(prev_next).unwrap_or(u64::MAX));
+            }
+        }
+    }
+    (from < end).then_some((from, end))
 }
 
 /// An entry of the partition: something that covers a number of pages.

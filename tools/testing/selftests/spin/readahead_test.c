@@ -20,6 +20,9 @@
  *    request), DONTNEED drops the partition's pages, WILLNEED's pages serve
  *    the stream without P2P;
  *  - pages written (not synced) while in the partition are never lost;
+ *  - a stream across chunks cached and not in turn: GPU read-ahead reads the
+ *    next uncached chunk ahead before the stream reaches it (a window
+ *    "bridged" across the cached pages), so no read-ahead request misses;
  *  - a hole punched and a truncate while a stream runs: the GPU gets the
  *    data, zeros in the hole, and nothing past the new end.
  * Then the knob /sys/kernel/spin/ra_partition_pages: its default, bad values,
@@ -500,6 +503,62 @@ static void test_advice(struct fs *fs)
 	unlink(path);
 }
 
+/* ---- a stream across cached runs --------------------------------------- */
+
+/*
+ * A GPU stream of 64 KiB reads over a file whose 256 KiB chunks are cached
+ * and uncached in turn (the cached ones read by the CPU on a random fd, so
+ * that no read-ahead of its own spills into the others). The page cache's
+ * own read-ahead leaves its window behind in a cached chunk and misses the
+ * first page of the next one; GPU read-ahead looks a window ahead of every
+ * read and reads the next uncached chunk's first window before the stream
+ * gets there ("bridged"): no read-ahead request misses.
+ */
+static void test_bridge(struct fs *fs)
+{
+	const size_t chunk = 64, nchunks = 16, pages = chunk * nchunks, len = pages * PG;
+	long long req0, hit0, p2p0, br0, req1, hit1, p2p1, br1, done;
+	static unsigned char vec[64 * 16];
+	char path[PATH_MAX], why[256];
+	int fd = make_named(fs, "bridge", pages, fs->seed + 80, path), fd2, ok, cached = 1;
+
+	fd2 = open(path, O_RDONLY);
+	if (fd < 0 || fd2 < 0 || posix_fadvise(fd2, 0, 0, POSIX_FADV_RANDOM))
+		ksft_exit_fail_msg("%s: bridge setup: %s\n", fs->name, strerror(errno));
+	for (size_t c = 0; c < nchunks; c += 2)
+		if (pread(fd2, host, chunk * PG, c * chunk * PG) != (ssize_t)(chunk * PG))
+			ksft_exit_fail_msg("%s: CPU read: %s\n", fs->name, strerror(errno));
+	if (resident(fd, pages, vec) < 0)
+		ksft_exit_fail_msg("%s: mincore: %s\n", fs->name, strerror(errno));
+	for (size_t i = 0; i < pages; i++)
+		if ((vec[i] & 1) != ((i / chunk) % 2 == 0))
+			cached = 0;
+	if (!cached)
+		print_runs(fs, vec, pages);
+	req0 = spin_stat_get(fs->stat, "ra_requests");
+	hit0 = spin_stat_get(fs->stat, "ra_hits");
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
+	br0 = spin_stat_get(SPIN_SYS "/stat", "ra_windows_bridged");
+	done = stream(fd, 0, len, 64 * KiB, 1, NULL, NULL);
+	req1 = spin_stat_get(fs->stat, "ra_requests");
+	hit1 = spin_stat_get(fs->stat, "ra_hits");
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
+	br1 = spin_stat_get(SPIN_SYS "/stat", "ra_windows_bridged");
+	ok = done == (long long)len && !gpu_ok(0, len, fs->seed + 80, 0, why, sizeof(why));
+	ksft_test_result(ok, "%s: a GPU stream across cached chunks: %lld of %zu bytes right in GPU memory%s%s\n",
+			 fs->name, done, len, ok ? "" : ": ", ok ? "" : why);
+	ksft_test_result(cached && req1 - req0 == (long long)(len / (64 * KiB)) &&
+			 hit1 - hit0 == req1 - req0 &&
+			 p2p1 == p2p0 && br1 - br0 == (long long)nchunks / 2,
+			 "%s: a GPU stream across cached chunks: %lld read-ahead requests, %lld missed, %lld windows bridged (%zu uncached chunks), %lld P2P bytes%s\n",
+			 fs->name, req1 - req0, (req1 - req0) - (hit1 - hit0), br1 - br0,
+			 nchunks / 2, p2p1 - p2p0,
+			 cached ? "" : "; the chunks were not cached as set up");
+	close(fd2);
+	close(fd);
+	unlink(path);
+}
+
 /* ---- dirty pages -------------------------------------------------------- */
 
 static void test_dirty(struct fs *fs)
@@ -645,7 +704,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 16 + 2);
+	ksft_set_plan(ARRAY_SIZE(all) * 18 + 2);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
@@ -670,6 +729,7 @@ int main(void)
 		test_promotion(fs);
 		test_advice(fs);
 		test_dirty(fs);
+		test_bridge(fs);
 		test_punch(fs);
 		if (i == 0)
 			test_knob(fs);

@@ -55,4 +55,5 @@ cases!(
     partition_rebuilt_smaller,
     partition_watermarks_order,
     readahead_leg_in_window,
+    readahead_bridge_range,
 );
