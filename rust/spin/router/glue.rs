@@ -502,14 +502,7 @@ impl Request<'_> {
                 &mut win,
             )
         };
-        let win = RaWindow {
-            mapping: win.mapping as usize,
-            start: win.start as u64,
-            nr: win.nr as u64,
-            prev_start: win.prev_start as u64,
-            prev_nr: win.prev_nr as u64,
-            moved: win.moved,
-        };
+        let win = RaWindow::from(&win);
         if ret < 0 {
             return (Err(Error::from_errno(ret as c_int)), win);
         }
@@ -531,14 +524,7 @@ impl Request<'_> {
         if !unsafe { bindings::spin_ra_bridge(self.file(), first, from, end, &mut win) } {
             return None;
         }
-        Some(RaWindow {
-            mapping: win.mapping as usize,
-            start: win.start as u64,
-            nr: win.nr as u64,
-            prev_start: win.prev_start as u64,
-            prev_nr: win.prev_nr as u64,
-            moved: win.moved,
-        })
+        Some(RaWindow::from(&win))
     }
 
     /// Fills `out` with the dropbehind folios of the file's pages `*index .. end`, advancing
@@ -695,6 +681,19 @@ pub(crate) struct RaWindow {
     pub(crate) prev_nr: u64,
     /// The leg read it ahead: its folios are new.
     pub(crate) moved: bool,
+}
+
+impl From<&bindings::spin_ra_window> for RaWindow {
+    fn from(win: &bindings::spin_ra_window) -> Self {
+        Self {
+            mapping: win.mapping as usize,
+            start: win.start as u64,
+            nr: win.nr as u64,
+            prev_start: win.prev_start as u64,
+            prev_nr: win.prev_nr as u64,
+            moved: win.moved,
+        }
+    }
 }
 
 /// A dropbehind folio of a read-ahead window (`struct spin_ra_folio`).
