@@ -545,12 +545,14 @@ static void spin_ra_window_at(struct file *file, pgoff_t index,
  * @first: first page of the read about to be served
  * @from: first page to look at
  * @end: page after the last one to look at
+ * @max: the most pages to read ahead
  * @win: filled in: the window read ahead, if any
  *
  * GPU read-ahead's look-ahead across cached pages (see bridge() in
  * rust/spin/sched/readahead.rs): if the pages of the read, @first on, and
  * those up to @from are cached and a page of @from..@end is not, read a full
- * window (file_ra_state.ra_pages) ahead from the first missing one, uncached
+ * window (file_ra_state.ra_pages, at most @max pages) ahead from the first
+ * missing one, uncached
  * (dropbehind folios, as IOCB_DONTCACHE reads them), and make
  * it the file's read-ahead window with its marker on its first page. The
  * read that reaches that page then finds it read or in flight and moves the
@@ -572,18 +574,16 @@ static void spin_ra_window_at(struct file *file, pgoff_t index,
  * read-ahead is off or the task's blkcg is congested.
  */
 bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
-		    pgoff_t end, struct spin_ra_window *win)
+		    pgoff_t end, unsigned long max, struct spin_ra_window *win)
 {
 	struct address_space *mapping = file->f_mapping;
 	struct file_ra_state *ra = &file->f_ra;
-	unsigned int nr = READ_ONCE(ra->ra_pages);
+	unsigned int nr = min_t(unsigned long, READ_ONCE(ra->ra_pages), max);
 	loff_t isize = i_size_read(mapping->host);
 	pgoff_t gap, last;
 
-	if (!nr || first > from || from >= end || isize <= 0 ||
-	    blk_cgroup_congested())
+	if (!nr || first > from || from >= end)
 		return false;
-	last = (isize - 1) >> PAGE_SHIFT;
 	/*
 	 * The look-ahead first: a stream through cached pages finds no gap
 	 * there and looks at nothing else. page_cache_next_miss() returns 0
@@ -591,11 +591,14 @@ bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
 	 */
 	rcu_read_lock();
 	gap = page_cache_next_miss(mapping, from, end - from);
-	if (gap >= from && gap < end && gap <= last && first < from &&
+	if (gap >= from && gap < end && first < from &&
 	    page_cache_next_miss(mapping, first, from - first) < from)
 		gap = end;
 	rcu_read_unlock();
-	if (gap < from || gap >= end || gap > last)
+	if (gap < from || gap >= end || isize <= 0 || blk_cgroup_congested())
+		return false;
+	last = (isize - 1) >> PAGE_SHIFT;
+	if (gap > last)
 		return false;
 	nr = min_t(pgoff_t, nr, last - gap + 1);
 

@@ -391,8 +391,13 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
 /// that starts at page `first` ([`crate::sched::readahead::bridge`]) and, if one is not in the
 /// page cache while the pages from `first` to `from` are, reads a window ahead from it and
 /// admits it into the partition; returns the pages admitted.
+///
+/// The window is at most what the partition leaves to windows in flight (the quarter of its
+/// limit above [`Watermarks::hard`]), so that it cannot push the stream's own pages out.
 pub(crate) fn bridge(req: &Request<'_>, info: &FileInfo, first: u64, from: u64, end: u64) -> u64 {
-    let Some(win) = req.ra_bridge(first, from, end) else {
+    let limit = LIMIT.load(Relaxed);
+    let max = (limit - Watermarks::new(limit).hard).max(1);
+    let Some(win) = req.ra_bridge(first, from, end, max) else {
         return 0;
     };
     STATS.bridged.add(1, Relaxed);

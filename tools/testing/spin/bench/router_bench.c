@@ -42,7 +42,9 @@
  * that a slow mode does not take minutes), .model=default, .cpuonly=1 (only step 1,
  * also on a kernel without spin), .bps and .iops (the QEMU throttling, to
  * drain its burst; the Makefile passes them), .max_size (bytes: only the
- * cells of requests up to this size, for a quick look), .norouter=1 (a self-test of the
+ * cells of requests up to this size, for a quick look), .ra_limit (pages: writes
+ * /sys/kernel/spin/ra_partition_pages first, e.g. a partition larger than the file, so
+ * that GPU read-ahead evicts nothing; the header says so), .norouter=1 (a self-test of the
  * bench on a kernel without the router: modes and counters are not touched,
  * every "mode" is the kernel's plain buffered read; the header says so).
  *
@@ -95,6 +97,7 @@ static struct {
 	int cpuonly, model_default, model_tool, model_both, norouter;
 } opt = { 64, 5, 9, 780, 1024, 16, 1000, 0, 0, 0, 0, 0, 0, 0, 0 };
 
+static long long ra_limit = -1;	/* router_bench.ra_limit; -1: the partition as it is */
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
 static size_t file_len, chunk;
 static int setup_fd = -1, raw_fd = -1;
@@ -145,6 +148,7 @@ static void parse_opts(void)
 	opt.max_size = cmdline_ll("max_size", opt.max_size);
 	opt.cpuonly = cmdline_ll("cpuonly", opt.cpuonly);
 	opt.norouter = cmdline_ll("norouter", opt.norouter);
+	ra_limit = cmdline_ll("ra_limit", ra_limit);
 	opt.model_default = model && !strcmp(model, "default");
 	opt.model_tool = model && !strcmp(model, "tool");
 	opt.model_both = model && !strcmp(model, "both");
@@ -1016,6 +1020,15 @@ int main(void)
 	if (!opt.bps && !opt.iops)
 		printf("# warning: the disks are not throttled (router_bench.bps/iops unset): "
 		       "the emulated NVMe is faster than TCG's memcpy, unlike a real SSD\n");
+	if (ra_limit >= 0) {
+		char v[32];
+
+		snprintf(v, sizeof(v), "%lld", ra_limit);
+		if (spin_write_file("/sys/kernel/spin/ra_partition_pages", v))
+			die("router_bench.ra_limit=%s: %s", v, strerror(errno));
+		printf("# warning: router_bench.ra_limit=%lld: the GPU read-ahead partition is not "
+		       "its default\n", ra_limit);
+	}
 
 	/* 1. */
 	cpu_check(heap >= 0);
