@@ -30,9 +30,11 @@
  * tmpfs: no block device) and the knobs, with their bad values.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +64,7 @@
 #define CON_LEN (CON_PAGES * PG)
 #define CON_READS 32
 #define CON_ATOMIC_READS 256		/* reads of the strict XFS atomicity phase */
-#define CON_TIMEOUT 120			/* seconds before a reader counts as hung */
+#define CON_TIMEOUT 120			/* seconds without a finished read: hung */
 
 static long long div_up(long long a, long long b)
 {
@@ -1696,24 +1698,86 @@ static void __noreturn con_reader(struct con *c, const char *path, int strict, i
 	_exit(0);
 }
 
-/* Wait for @pid up to @secs; 0 if it exited. */
-static int wait_for(pid_t pid, int secs, int *status)
+static double mono_now(void)
 {
-	for (int t = 0; t < secs * 20; t++) {
-		if (waitpid(pid, status, WNOHANG) == pid)
-			return 0;
-		usleep(50000);
-	}
-	return -ETIMEDOUT;
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/*
+ * Wait for @pid to exit; 0 if it did. It counts as hung when @progress (a
+ * counter it bumps, or NULL) has not moved for @secs seconds: a slow host
+ * makes a phase slow, only a stuck task makes it stop.
+ */
+static int wait_for(pid_t pid, int secs, const int *progress, int *status)
+{
+	int last = progress ? __atomic_load_n(progress, __ATOMIC_SEQ_CST) : 0;
+	double since = mono_now();
+
+	for (;;) {
+		int now;
+
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return 0;
+		now = progress ? __atomic_load_n(progress, __ATOMIC_SEQ_CST) : 0;
+		if (now != last) {
+			last = now;
+			since = mono_now();
+		} else if (mono_now() - since > secs) {
+			return -ETIMEDOUT;
+		}
+		usleep(50000);
+	}
+}
+
+/* Print a small /proc file to stderr, each line as a TAP comment. */
+static void cat_proc(const char *what, const char *path)
+{
+	char buf[4096], *line, *save;
+	ssize_t n;
+	int fd = open(path, O_RDONLY);
+
+	n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n < 0) {
+		fprintf(stderr, "# %s: %s\n", what, strerror(errno));
+		return;
+	}
+	buf[n] = 0;
+	fprintf(stderr, "# %s:%s\n", what, n ? "" : " (empty)");
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		fprintf(stderr, "#   %s\n", line);
+}
+
+/* What a hung task is doing: its state, wait channel and every thread's stack. */
 static void dump_stack(pid_t pid)
 {
-	char path[64], cmd[128];
+	char path[64], what[96];
+	struct dirent *e;
+	DIR *d;
 
-	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
-	snprintf(cmd, sizeof(cmd), "echo '# stack of %d:' >&2; cat %s >&2", pid, path);
-	run(cmd);
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	snprintf(what, sizeof(what), "task %d stat", pid);
+	cat_proc(what, path);
+	snprintf(path, sizeof(path), "/proc/%d/wchan", pid);
+	snprintf(what, sizeof(what), "task %d wchan", pid);
+	cat_proc(what, path);
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	while (d && (e = readdir(d))) {
+		char stack[300];
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(stack, sizeof(stack), "/proc/%d/task/%.16s/stack", pid, e->d_name);
+		snprintf(what, sizeof(what), "thread %.16s stack", e->d_name);
+		cat_proc(what, stack);
+	}
+	if (d)
+		closedir(d);
 }
 
 /*
@@ -1730,6 +1794,7 @@ static void con_run(struct fs *fs, const char *m, int truncating, int nreads, in
 	int status = 0, fd;
 	struct stats g0 = { 0 }, g1 = { 0 };
 	pid_t writer, reader;
+	double t0, t1;
 
 	snprintf(what, sizeof(what), "%s: concurrent %s (%s%s)", fs->name,
 		 truncating ? "truncate" : "writer", m, note);
@@ -1759,21 +1824,28 @@ static void con_run(struct fs *fs, const char *m, int truncating, int nreads, in
 	reader = fork();
 	if (!reader)
 		con_reader(c, path, strict, truncating);
-	if (wait_for(reader, CON_TIMEOUT, &status)) {
-		__atomic_store_n(&c->stop, 1, __ATOMIC_SEQ_CST);
-		fs->hung = 1;
-		ksft_print_msg("%s: the reader did not finish in %d s; blocked tasks:\n", what,
-			       CON_TIMEOUT);
+	t0 = mono_now();
+	if (wait_for(reader, CON_TIMEOUT, &c->reads, &status)) {
+		ksft_print_msg("%s: no read finished in %d s; blocked and running tasks:\n",
+			       what, CON_TIMEOUT);
 		sys_write("/proc/sysrq-trigger", "w");
+		sys_write("/proc/sysrq-trigger", "l");
 		dump_stack(reader);
 		dump_stack(writer);
-		ksft_test_result_fail("%s: reader hung after %d reads (deadlock?)\n", what,
-				      c->reads);
+		__atomic_store_n(&c->stop, 1, __ATOMIC_SEQ_CST);
+		/* a task stuck in the kernel survives this and keeps the fs busy */
+		kill(reader, SIGKILL);
+		kill(writer, SIGKILL);
+		if (wait_for(reader, 30, NULL, &status) || wait_for(writer, 30, NULL, &status))
+			fs->hung = 1;
+		ksft_test_result_fail("%s: reader hung after %d reads (deadlock?)%s\n", what,
+				      c->reads, fs->hung ? ", not killable" : "");
 		set_mode("auto");
 		return;
 	}
+	t1 = mono_now();
 	__atomic_store_n(&c->stop, 1, __ATOMIC_SEQ_CST);
-	if (wait_for(writer, CON_TIMEOUT, &status)) {
+	if (wait_for(writer, CON_TIMEOUT, NULL, &status)) {
 		fs->hung = 1;
 		sys_write("/proc/sysrq-trigger", "w");
 		dump_stack(writer);
@@ -1793,9 +1865,10 @@ static void con_run(struct fs *fs, const char *m, int truncating, int nreads, in
 		con_fail(c, "mode p2p: %lld bytes by P2P in %d reads of %lu", c->p2p, nreads,
 			 CON_LEN);
 	ksft_test_result(!c->problems,
-			 "%s: %d reads, %d pages written meanwhile, %d torn%s, %d zero, %d short, %lld B by P2P: %s\n",
-			 what, c->reads, c->busy, c->torn, strict ? "" : " (allowed here)",
-			 c->zero, c->shorts, c->p2p, c->problems ? c->why : "ok");
+			 "%s: %d reads in %.0f s, %d pages written meanwhile, %d torn%s, %d zero, %d short, %lld B by P2P: %s\n",
+			 what, c->reads, t1 - t0, c->busy, c->torn,
+			 strict ? "" : " (allowed here)", c->zero, c->shorts, c->p2p,
+			 c->problems ? c->why : "ok");
 	munmap(c, sizeof(*c));
 }
 
