@@ -24,7 +24,9 @@
  * workqueue's events and kprobes on the read-ahead entry points and the
  * partition's admission, printed as "# T " lines; 0), .ra_kb (KiB: the disk's
  * read_ahead_kb for both modes; the default leaves it). Also counts the
- * folios the page cache takes in, by order (tracefs).
+ * folios the page cache takes in, by order (tracefs), and for sequential reads
+ * each mode's wall time per request by its offset in a pair of 1 MiB chunks
+ * (with .res=50 the first one cached), to show where in the chunks they differ.
  *
  * Emulator figures (QEMU TCG): compare the modes only.
  */
@@ -56,6 +58,7 @@
 #define MAX_SYMS 200000
 #define RING_PAGES 256
 #define MAX_ORDER_SEEN 10
+#define POS_BUCKETS 32		/* 64 KiB each over a 2 MiB pair of chunks */
 #define TRACING "/sys/kernel/tracing"
 #define ADD_EVENT TRACING "/events/filemap/mm_filemap_add_to_page_cache/enable"
 #ifndef ARRAY_SIZE
@@ -170,6 +173,9 @@ struct prof {
 	/* Wall time of the requests, in chunks cached at the start of a pass and in the others. */
 	double t_chunk[2];
 	long n_chunk[2];
+	/* The same by position in a pair of 1 MiB chunks (sequential reads), POS_BUCKETS of it. */
+	double t_pos[POS_BUCKETS];
+	long n_pos[POS_BUCKETS];
 };
 
 static void prof_open(struct prof *p, int others)
@@ -351,8 +357,11 @@ static double run(struct prof *p, struct prof *o, long *reqs)
 
 			if (pread(fd, gpu + at % (8 * MiB), size, at) != size)
 				die("pread into GPU memory: %s", strerror(errno));
-			p->t_chunk[cached] += bench_now() - t1;
+			t1 = bench_now() - t1;
+			p->t_chunk[cached] += t1;
 			p->n_chunk[cached]++;
+			p->t_pos[(at % (2 * MiB)) / (2 * MiB / POS_BUCKETS)] += t1;
+			p->n_pos[(at % (2 * MiB)) / (2 * MiB / POS_BUCKETS)]++;
 			n++;
 			if (i % 64 == 63) {
 				prof_drain(p);
@@ -582,6 +591,27 @@ int main(void)
 				printf(" order %d: %ld folios (%ld pages);", k, p->folios[k],
 				       p->folios[k] << k);
 		printf("\n");
+	}
+	/*
+	 * Where in a chunk pair the modes differ: a request's wall time by where
+	 * it starts (sequential reads; with res=50 the first 1 MiB is the chunk
+	 * cached before the pass).
+	 */
+	if (!rnd) {
+		printf("\nWall time per request by its offset in a 2 MiB pair of chunks (us):\n\n"
+		       "| offset (KiB) | %s | %s | difference |\n| --- | --- | --- | --- |\n",
+		       modes[0], modes[1]);
+		for (int b = 0; b < POS_BUCKETS; b++) {
+			double us[2];
+
+			for (int m = 0; m < 2; m++)
+				us[m] = prof[m].n_pos[b] ?
+					1e6 * prof[m].t_pos[b] / prof[m].n_pos[b] : 0.0;
+			if (prof[0].n_pos[b] || prof[1].n_pos[b])
+				printf("| %lu | %.1f | %.1f | %+.1f |\n",
+				       b * (2 * MiB / POS_BUCKETS) / KiB, us[0], us[1],
+				       us[0] - us[1]);
+		}
 	}
 	printf("ok 1 - prof_bench\n");
 	return 0;
