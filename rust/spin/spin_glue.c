@@ -528,7 +528,12 @@ static void spin_ra_window_at(struct file *file, pgoff_t index,
 	struct file_ra_state *ra = &file->f_ra;
 	DEFINE_READAHEAD(ractl, file, ra, mapping, index);
 
-	/* page_cache_async_ra() expects the marker at start + size - async_size. */
+	/*
+	 * page_cache_async_ra() expects the marker at start + size -
+	 * async_size: at @index. Async read-ahead never shrinks a window, so
+	 * the windows read ahead from the marker on are @nr pages too: the
+	 * stream keeps its lead into the uncached pages that follow.
+	 */
 	WRITE_ONCE(ra->start, index);
 	WRITE_ONCE(ra->size, nr);
 	WRITE_ONCE(ra->async_size, nr);
@@ -539,22 +544,41 @@ static void spin_ra_window_at(struct file *file, pgoff_t index,
 	filemap_invalidate_unlock_shared(mapping);
 }
 
+/*
+ * page_cache_next_miss() from any index: it takes a page present at index 0
+ * for an index that wrapped and returns 0, as for a gap there.
+ */
+static pgoff_t spin_next_miss(struct address_space *mapping, pgoff_t index,
+			      unsigned long max_scan)
+{
+	if (!index && max_scan) {
+		void *entry = xa_load(&mapping->i_pages, 0);
+
+		if (!entry || xa_is_value(entry))
+			return 0;
+		index = 1;
+		if (!--max_scan)
+			return 1;
+	}
+	return page_cache_next_miss(mapping, index, max_scan);
+}
+
 /**
  * spin_ra_bridge - read ahead from the first page a GPU stream will miss
  * @file: the file
  * @first: first page of the read about to be served
  * @from: first page to look at
  * @end: page after the last one to look at
- * @max: the most pages to read ahead
+ * @max: the pages to read ahead (the stream's lead: a few windows)
  * @win: filled in: the window read ahead, if any
  *
  * GPU read-ahead's look-ahead across cached pages (see bridge() in
  * rust/spin/sched/readahead.rs): if the pages of the read, @first on, and
- * those up to @from are cached and a page of @from..@end is not, read a full
- * window (file_ra_state.ra_pages, at most @max pages) ahead from the first
- * missing one, uncached
- * (dropbehind folios, as IOCB_DONTCACHE reads them), and make
- * it the file's read-ahead window with its marker on its first page. The
+ * those up to @from are cached and a page of @from..@end is not, read @max
+ * pages ahead from the first missing one, uncached (dropbehind folios, as
+ * IOCB_DONTCACHE reads them), so that the device reads them while the stream
+ * still copies the cached pages before them, and make them the file's
+ * read-ahead window with its marker on its first page. The
  * read that reaches that page then finds it read or in flight and moves the
  * window on asynchronously, as if the stream had never left it. Pages in the
  * page cache are skipped, as page_cache_ra_unbounded() does; nothing is read
@@ -578,11 +602,11 @@ bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
 {
 	struct address_space *mapping = file->f_mapping;
 	struct file_ra_state *ra = &file->f_ra;
-	unsigned int nr = min_t(unsigned long, READ_ONCE(ra->ra_pages), max);
+	unsigned int nr = min_t(unsigned long, max, UINT_MAX);
 	loff_t isize = i_size_read(mapping->host);
 	pgoff_t gap, last;
 
-	if (!nr || first > from || from >= end)
+	if (!nr || !READ_ONCE(ra->ra_pages) || first > from || from >= end)
 		return false;
 	/*
 	 * The look-ahead first: a stream through cached pages finds no gap
@@ -592,7 +616,7 @@ bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
 	rcu_read_lock();
 	gap = page_cache_next_miss(mapping, from, end - from);
 	if (gap >= from && gap < end && first < from &&
-	    page_cache_next_miss(mapping, first, from - first) < from)
+	    spin_next_miss(mapping, first, from - first) < from)
 		gap = end;
 	rcu_read_unlock();
 	if (gap < from || gap >= end || isize <= 0 || blk_cgroup_congested())

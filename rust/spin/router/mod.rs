@@ -440,8 +440,10 @@ impl Ctx<'_, '_> {
     fn prefetch(&mut self, stream: &Stream, pos: i64, addr: usize, len: usize) -> Result<usize> {
         let first = pos as u64 / PAGE_SIZE as u64;
         let page = PAGE_SIZE as u32;
-        if let Some((from, end)) = sched::readahead::bridge(stream, pos as u64, len as u64, page) {
-            let pages = readahead::bridge(self.req, &self.info, first, from, end);
+        let lead = readahead::bridge_lead(stream.ra_pages);
+        let look = sched::readahead::bridge(stream, pos as u64, len as u64, lead, page);
+        if let Some((from, end)) = look {
+            let pages = readahead::bridge(self.req, &self.info, first, from, end, lead);
             if pages != 0 {
                 self.account.ra_pages(pages);
             }

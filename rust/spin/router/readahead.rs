@@ -389,19 +389,30 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
 
 /// Looks at the file's pages `from .. end` ahead of a sequential read of `req` into GPU memory
 /// that starts at page `first` ([`crate::sched::readahead::bridge`]) and, if one is not in the
-/// page cache while the pages from `first` to `from` are, reads a window ahead from it and
-/// admits it into the partition; returns the pages admitted.
-///
-/// The window is at most what the partition leaves to windows in flight (the quarter of its
-/// limit above [`Watermarks::hard`]), so that it cannot push the stream's own pages out.
-pub(crate) fn bridge(req: &Request<'_>, info: &FileInfo, first: u64, from: u64, end: u64) -> u64 {
-    let limit = LIMIT.load(Relaxed);
-    let max = (limit - Watermarks::new(limit).hard).max(1);
-    let Some(win) = req.ra_bridge(first, from, end, max) else {
+/// page cache while the pages from `first` to `from` are, reads `lead` pages ahead from it
+/// ([`bridge_lead`]) and admits them into the partition; returns the pages admitted.
+pub(crate) fn bridge(
+    req: &Request<'_>,
+    info: &FileInfo,
+    first: u64,
+    from: u64,
+    end: u64,
+    lead: u32,
+) -> u64 {
+    let Some(win) = req.ra_bridge(first, from, end, u64::from(lead)) else {
         return 0;
     };
     STATS.bridged.add(1, Relaxed);
     admit(req, info, &win)
+}
+
+/// How far ahead of a stream through cached pages a bridged window is read, in pages
+/// ([`crate::sched::readahead::bridge_lead`]): a few windows, at most the quarter of the
+/// partition left to windows in flight.
+pub(crate) fn bridge_lead(ra_pages: u32) -> u32 {
+    let limit = LIMIT.load(Relaxed);
+    let room = (limit - Watermarks::new(limit).hard).max(1);
+    crate::sched::readahead::bridge_lead(ra_pages, room)
 }
 
 /// Writes the partition's lines of `/sys/kernel/spin/stat`.

@@ -843,8 +843,9 @@ pub fn readahead_leg_in_window() -> Result<(), CaseError> {
     Ok(())
 }
 
-/// A stream looks ahead `ra_pages` to `ra_pages + ra_pages / 4` pages past every read, at
-/// each page once, and not at all while its window is not behind it.
+/// A stream looks ahead `lead` to `lead + lead / 4` pages past every read, at each page once,
+/// and not at all while its window is not behind it; the lead is a few windows, at most the
+/// partition's room.
 pub fn readahead_bridge_range() -> Result<(), CaseError> {
     let s = Stream {
         prev_pos: 16 * 4096,
@@ -855,24 +856,24 @@ pub fn readahead_bridge_range() -> Result<(), CaseError> {
     };
     // 64 KiB at page 16 after a read that ended there: the horizon moves from 16 + 8 + 32 = 56
     // to 32 + 8 + 32 = 72.
-    check!(readahead::bridge(&s, 16 * 4096, 65536, 4096) == Some((56, 72)));
+    check!(readahead::bridge(&s, 16 * 4096, 65536, 32, 4096) == Some((56, 72)));
     // The first read of a stream looks at the whole look-ahead, as does a read at 0.
     let first = Stream { prev_pos: -1, ..s };
-    check!(readahead::bridge(&first, 0, 65536, 4096) == Some((16, 56)));
-    check!(readahead::bridge(&s, 0, 4096, 4096) == Some((1, 40)));
+    check!(readahead::bridge(&first, 0, 65536, 32, 4096) == Some((16, 56)));
+    check!(readahead::bridge(&s, 0, 4096, 32, 4096) == Some((1, 40)));
     // Reads that do not move the horizon look at nothing; the one that does, at one step.
     for (prev, pos, len) in [(4608, 4608, 512), (4096, 4096, 4096), (8192, 8192, 20480)] {
         let st = Stream {
             prev_pos: prev,
             ..s
         };
-        check!(readahead::bridge(&st, pos, len, 4096).is_none());
+        check!(readahead::bridge(&st, pos, len, 32, 4096).is_none());
     }
     let step = Stream {
         prev_pos: 6 * 4096 + 512,
         ..s
     };
-    check!(readahead::bridge(&step, 6 * 4096 + 512, 4096, 4096) == Some((40, 48)));
+    check!(readahead::bridge(&step, 6 * 4096 + 512, 4096, 32, 4096) == Some((40, 48)));
     // Successive reads tile the file: each page is looked at once, between `ra_pages` and
     // `ra_pages + 8` pages ahead.
     let mut seen = 0u64;
@@ -884,7 +885,7 @@ pub fn readahead_bridge_range() -> Result<(), CaseError> {
             prev_pos: prev,
             ..s
         };
-        if let Some((from, end)) = readahead::bridge(&st, pos, len, 4096) {
+        if let Some((from, end)) = readahead::bridge(&st, pos, len, 32, 4096) {
             check!(from == seen || seen == 0);
             seen = end;
         }
@@ -900,7 +901,7 @@ pub fn readahead_bridge_range() -> Result<(), CaseError> {
         ra_size: 32,
         ..s
     };
-    check!(readahead::bridge(&win, 16 * 4096, 65536, 4096).is_none());
+    check!(readahead::bridge(&win, 16 * 4096, 65536, 32, 4096).is_none());
     check!(readahead::bridge(
         &Stream {
             ra_start: 20,
@@ -908,6 +909,7 @@ pub fn readahead_bridge_range() -> Result<(), CaseError> {
         },
         16 * 4096,
         65536,
+        32,
         4096
     )
     .is_none());
@@ -917,17 +919,41 @@ pub fn readahead_bridge_range() -> Result<(), CaseError> {
         ra_size: 32,
         ..s
     };
-    check!(readahead::bridge(&behind, 64 * 4096, 65536, 4096) == Some((80, 120)));
+    check!(readahead::bridge(&behind, 64 * 4096, 65536, 32, 4096) == Some((80, 120)));
     let past = Stream {
         prev_pos: 80 * 4096,
         ..behind
     };
-    check!(readahead::bridge(&past, 80 * 4096, 65536, 4096) == Some((120, 136)));
+    check!(readahead::bridge(&past, 80 * 4096, 65536, 32, 4096) == Some((120, 136)));
     // No read-ahead, random advice, an empty read, the end of the offsets: nothing.
-    check!(readahead::bridge(&Stream { ra_pages: 0, ..s }, 0, 4096, 4096).is_none());
-    check!(readahead::bridge(&Stream { random: true, ..s }, 0, 4096, 4096).is_none());
-    check!(readahead::bridge(&s, 16 * 4096, 0, 4096).is_none());
-    check!(readahead::bridge(&s, u64::MAX - 10, 20, 4096).is_none());
-    check!(readahead::bridge(&s, u64::MAX - 1, 1, 1).is_none());
+    check!(readahead::bridge(&Stream { ra_pages: 0, ..s }, 0, 4096, 32, 4096).is_none());
+    check!(readahead::bridge(&Stream { random: true, ..s }, 0, 4096, 32, 4096).is_none());
+    check!(readahead::bridge(&s, 16 * 4096, 0, 32, 4096).is_none());
+    check!(readahead::bridge(&s, u64::MAX - 10, 20, 32, 4096).is_none());
+    check!(readahead::bridge(&s, u64::MAX - 1, 1, 32, 1).is_none());
+    check!(readahead::bridge(&s, 0, 4096, 0, 4096).is_none());
+    // A lead of four windows: the horizon moves in steps of 32 pages, 128 to 160 pages ahead.
+    check!(readahead::bridge(&first, 0, 65536, 128, 4096) == Some((16, 160)));
+    check!(readahead::bridge(&s, 16 * 4096, 65536, 128, 4096) == Some((160, 192)));
+    let far = Stream {
+        prev_pos: 32 * 4096,
+        ..s
+    };
+    check!(readahead::bridge(&far, 32 * 4096, 65536, 128, 4096).is_none());
+    // The read before lay under the window (which ends at its end): it looked at nothing, so
+    // this one looks from its own end.
+    let under = Stream {
+        ra_start: 0,
+        ra_size: 16,
+        ..s
+    };
+    check!(readahead::bridge(&under, 16 * 4096, 65536, 128, 4096) == Some((32, 192)));
+    check!(readahead::bridge(&under, 16 * 4096, 65536, 32, 4096) == Some((32, 72)));
+    // The lead: four windows, at most the room the partition leaves, 0 without read-ahead.
+    check!(readahead::bridge_lead(32, 128) == 128);
+    check!(readahead::bridge_lead(32, 1 << 20) == 128);
+    check!(readahead::bridge_lead(32, 20) == 20);
+    check!(readahead::bridge_lead(0, 128) == 0);
+    check!(readahead::bridge_lead(u32::MAX, u64::MAX) == u32::MAX);
     Ok(())
 }

@@ -67,6 +67,19 @@ pub fn prefetch(stream: &Stream, pos: u64, len: u64, page_size: u32) -> bool {
     len < window && is_sequential(stream.prev_pos, pos, page_size)
 }
 
+/// Read-ahead windows a bridged window spans at most: a stream through cached pages reads
+/// that far ahead of the next page it would miss, so that the device works while the stream
+/// copies the cached pages before it (see [`bridge_lead`]).
+pub const BRIDGE_WINDOWS: u32 = 4;
+
+/// How many pages ahead a stream through cached pages looks and reads (its *lead*): up to
+/// [`BRIDGE_WINDOWS`] windows of `ra_pages` pages, at most `room`, the pages the partition
+/// leaves to windows in flight. 0 if read-ahead is off.
+pub fn bridge_lead(ra_pages: u32, room: u64) -> u32 {
+    let want = u64::from(ra_pages).saturating_mul(u64::from(BRIDGE_WINDOWS));
+    u32::try_from(want.min(room)).unwrap_or(u32::MAX)
+}
+
 /// The pages a small sequential read into GPU memory of `len` bytes at `pos` looks at for a
 /// page missing from the page cache, to read ahead from there before the stream reaches it
 /// (a *bridge* across pages already cached).
@@ -77,17 +90,24 @@ pub fn prefetch(stream: &Stream, pos: u64, len: u64, page_size: u32) -> bool {
 /// pages for a one-page read) and ramped up window by window. GPU read-ahead knows the file's
 /// residency instead. Once a read lies wholly past the file's window (`ra_start .. ra_start +
 /// ra_size`, where the window's marker no longer moves it on), it looks at the read's
-/// *look-ahead*: the pages after its last one up to a horizon `ra_pages` to `ra_pages +
-/// stride` pages further. The horizon moves in steps of `stride` pages, the largest power of
-/// two up to `max(1, ra_pages / 4)`, so that a stream of reads smaller than that looks once per
-/// step. The range returned is the part of the look-ahead beyond the window that the previous
-/// read of the stream (which ended at `prev_pos`) did not look at already: a stream looks at
-/// every page once, and not at all while its window runs ahead of it. `None` if there is
-/// nothing to look at: no read-ahead, a random advice, an empty read, a window not behind the
-/// read, or a horizon that did not move.
+/// *look-ahead*: the pages after its last one up to a horizon `lead` to `lead + stride` pages
+/// further ([`bridge_lead`]: a few windows, so that the device reads the first pages missing
+/// while the stream still copies cached ones). The horizon moves in steps of `stride` pages,
+/// the largest power of two up to `max(1, lead / 4)`, so that a stream of reads smaller than
+/// that looks once per step. The range returned is the part of the look-ahead beyond the
+/// window that the previous read of the stream (which ended at `prev_pos`) did not look at
+/// already: a stream looks at every page once, and not at all while its window runs ahead of
+/// it. `None` if there is nothing to look at: no read-ahead, a random advice, an empty read,
+/// no lead, a window not behind the read, or a horizon that did not move.
 #[inline]
-pub fn bridge(stream: &Stream, pos: u64, len: u64, page_size: u32) -> Option<(u64, u64)> {
-    if stream.random || stream.ra_pages == 0 || len == 0 {
+pub fn bridge(
+    stream: &Stream,
+    pos: u64,
+    len: u64,
+    lead: u32,
+    page_size: u32,
+) -> Option<(u64, u64)> {
+    if stream.random || stream.ra_pages == 0 || lead == 0 || len == 0 {
         return None;
     }
     // Shifts, not divisions: this runs for every such read.
@@ -99,8 +119,8 @@ pub fn bridge(stream: &Stream, pos: u64, len: u64, page_size: u32) -> Option<(u6
             off / page
         }
     };
-    let ahead = u64::from(stream.ra_pages);
-    // A power of two, at most a quarter of the window.
+    let ahead = u64::from(lead);
+    // A power of two, at most a quarter of the lead.
     let stride_shift = (ahead / 4).max(1).ilog2();
     let horizon = |next: u64| {
         ((next >> stride_shift) << stride_shift)
@@ -119,11 +139,14 @@ pub fn bridge(stream: &Stream, pos: u64, len: u64, page_size: u32) -> Option<(u6
     let next = to_page(pos.checked_add(len - 1)?).checked_add(1)?;
     let end = horizon(next)?;
     let mut from = next.max(window_end);
-    // The previous read looked up to its own horizon if it lay past the window too.
+    // The previous read looked up to its own horizon if it lay wholly past the window too:
+    // always without a window, else if it began there, taken to be as long as this one. A
+    // stream of varying sizes may look at some pages twice, or skip a step (a gap there is
+    // left to the page cache's read-ahead).
     if let Ok(prev) = u64::try_from(stream.prev_pos) {
         if pos > 0 && prev > 0 && is_sequential(stream.prev_pos, pos, page_size) {
             let prev_next = to_page(prev - 1) + 1;
-            if prev_next > window_end {
+            if window_end == 0 || prev_next >= window_end.saturating_add(next - first) {
                 from = from.max(horizon(prev_next).unwrap_or(u64::MAX));
             }
         }
