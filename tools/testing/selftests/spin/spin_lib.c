@@ -506,13 +506,11 @@ static int touch(const void *addr)
 	return ret;
 }
 
-long long spin_virt_to_phys(const void *addr)
+/* This process's /proc/self/pagemap, open; a forked child opens its own. */
+static int pagemap_fd(void)
 {
 	static int fd = -1;
 	static pid_t pid;
-	uint64_t entry, page = sysconf(_SC_PAGESIZE);
-	uintptr_t va = (uintptr_t)addr;
-	ssize_t n;
 
 	if (fd >= 0 && pid != getpid()) {
 		close(fd);
@@ -522,59 +520,110 @@ long long spin_virt_to_phys(const void *addr)
 		fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 		pid = getpid();
 	}
-	if (fd < 0)
-		return -1;
-	n = pread(fd, &entry, sizeof(entry), (va / page) * sizeof(entry));
-	/*
-	 * GPU memory is mapped on first touch: fault the page in and look
-	 * again. (MADV_POPULATE_READ cannot: GUP without FOLL_PCI_P2PDMA
-	 * refuses p2pdma pages.)
-	 */
-	if (n == sizeof(entry) && !(entry & (1ULL << 63)) && !touch(addr))
-		n = pread(fd, &entry, sizeof(entry), (va / page) * sizeof(entry));
-	if (n != sizeof(entry) || !(entry & (1ULL << 63)))
-		return -1;	/* not present */
-	entry &= (1ULL << 55) - 1;
-	if (!entry)
-		return -1;	/* PFN hidden */
-	return entry * page + va % page;
+	return fd;
 }
+
+/* The pagemap entries of @n pages from virtual page @vpn; 0, or -1. */
+static int pagemap_entries(uint64_t vpn, uint64_t *ent, size_t n)
+{
+	int fd = pagemap_fd();
+	ssize_t want = n * sizeof(*ent);
+
+	return fd >= 0 && pread(fd, ent, want, vpn * sizeof(*ent)) == want ? 0 : -1;
+}
+
+/* The physical address of the page of a pagemap entry, or -1 (not present, PFN hidden). */
+static long long entry_phys(uint64_t entry)
+{
+	if (!(entry & (1ULL << 63)))
+		return -1;
+	entry &= (1ULL << 55) - 1;
+	return entry ? (long long)(entry * sysconf(_SC_PAGESIZE)) : -1;
+}
+
+/*
+ * The physical address of the page at @addr, which is faulted in first if it is
+ * not present: GPU memory is mapped on first touch. (MADV_POPULATE_READ cannot:
+ * GUP without FOLL_PCI_P2PDMA refuses p2pdma pages.) -1 if it cannot be.
+ */
+static long long page_phys(const void *addr)
+{
+	uint64_t page = sysconf(_SC_PAGESIZE), vpn = (uintptr_t)addr / page, entry;
+
+	if (pagemap_entries(vpn, &entry, 1))
+		return -1;
+	if (entry_phys(entry) < 0 && !touch(addr) && pagemap_entries(vpn, &entry, 1))
+		return -1;
+	return entry_phys(entry);
+}
+
+long long spin_virt_to_phys(const void *addr)
+{
+	long long phys = page_phys(addr);
+
+	return phys < 0 ? -1 : phys + (long long)((uintptr_t)addr % sysconf(_SC_PAGESIZE));
+}
+
+/* Pagemap entries read at once by gpu_runs(): 16 MiB of mappings per pread(). */
+#define PAGEMAP_BATCH 4096
 
 /*
  * Walk [@addr, @addr + @len) of a mapping of GPU memory page by page and call
  * @fn for every physically contiguous run, with its offset in the GPU BAR.
+ * The pagemap is read in batches (one pread() per page made the checks of
+ * large reads the slowest part of the tests under the debug kernel).
  */
 static int gpu_runs(const char *pcidir, const void *addr, size_t len,
 		    int (*fn)(uint64_t bar_off, size_t len, uint64_t at, void *arg), void *arg)
 {
-	long long bar = spin_pci_bar_start(pcidir, SPIN_GPU_BAR);
-	uint64_t page = sysconf(_SC_PAGESIZE);
-	const char *p = addr;
-	size_t done = 0;
+	long long bar = spin_pci_bar_start(pcidir, SPIN_GPU_BAR), run_phys = 0;
+	uint64_t page = sysconf(_SC_PAGESIZE), ent[PAGEMAP_BATCH];
+	uintptr_t va = (uintptr_t)addr;
+	size_t done = 0, run_len = 0, run_at = 0;
+	int ret;
 
 	if (bar <= 0)
 		return -ENODEV;
 	while (done < len) {
-		long long phys = spin_virt_to_phys(p + done);
-		size_t run = page - ((uintptr_t)(p + done) % page);
-		int ret;
+		uint64_t vpn = (va + done) / page;
+		uint64_t left = (va + len - 1) / page - vpn + 1;
+		size_t n = left < PAGEMAP_BATCH ? left : PAGEMAP_BATCH;
 
-		if (phys < bar)
-			return -EFAULT;	/* not GPU memory */
-		if (run > len - done)
-			run = len - done;
-		while (done + run < len &&
-		       spin_virt_to_phys(p + done + run) == phys + (long long)run) {
-			size_t more = len - done - run;
+		if (pagemap_entries(vpn, ent, n))
+			return -EFAULT;
+		for (size_t i = 0; i < n; i++) {
+			size_t in = (va + done) % page;
+			size_t chunk = page - in < len - done ? page - in : len - done;
+			long long phys = entry_phys(ent[i]);
 
-			run += more < page ? more : page;
+			if (phys < 0)
+				phys = page_phys((const char *)addr + done);
+			if (phys < bar) {
+				/* not GPU memory: the run before it is still looked at */
+				if (run_len) {
+					ret = fn(run_phys - bar, run_len, run_at, arg);
+					if (ret)
+						return ret;
+				}
+				return -EFAULT;
+			}
+			phys += in;
+			if (run_len && phys == run_phys + (long long)run_len) {
+				run_len += chunk;
+			} else {
+				if (run_len) {
+					ret = fn(run_phys - bar, run_len, run_at, arg);
+					if (ret)
+						return ret;
+				}
+				run_phys = phys;
+				run_len = chunk;
+				run_at = done;
+			}
+			done += chunk;
 		}
-		ret = fn(phys - bar, run, done, arg);
-		if (ret)
-			return ret;
-		done += run;
 	}
-	return 0;
+	return run_len ? fn(run_phys - bar, run_len, run_at, arg) : 0;
 }
 
 struct gpu_op {
