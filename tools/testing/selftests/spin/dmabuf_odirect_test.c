@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../kselftest.h"
@@ -35,6 +36,14 @@ static const char fio_verify[] = "--rw=write --direct=1 --verify=crc32c --verify
 static const size_t sizes[] = { 4096, 65536, MiB, 8 * MiB, 64 * MiB };
 static const size_t buf_offs[] = { 0, 3 * 4096, MiB + 4096 };
 static const off_t file_offs[] = { 0, 5 * 4096, 7 * MiB };
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
 
 static void write_pattern(int fd, uint64_t seed)
 {
@@ -65,6 +74,7 @@ static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t see
 {
 	int bad = 0, runs = 0;
 	char why[256] = "ok";
+	double t_read = 0, t_check = 0, t;
 
 	for (size_t s = 0; s < ARRAY_SIZE(sizes); s++)
 		for (size_t b = 0; b < ARRAY_SIZE(buf_offs); b++)
@@ -75,7 +85,9 @@ static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t see
 				if (buf_offs[b] + len > BUF_LEN || file_offs[f] + len > DATA_LEN)
 					continue;
 				runs++;
+				t = now();
 				got = pread(fd, gpu_buf + buf_offs[b], len, file_offs[f]);
+				t_read += now() - t;
 				if (got != (ssize_t)len) {
 					snprintf(why, sizeof(why), "%zu B @%lld: pread %zd (%s)",
 						 len, (long long)file_offs[f], got,
@@ -83,10 +95,13 @@ static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t see
 					bad++;
 					continue;
 				}
+				t = now();
 				if (spin_gpu_check(gpu, gpu_buf + buf_offs[b], len, seed,
 						   file_offs[f], why, sizeof(why)))
 					bad++;
+				t_check += now() - t;
 			}
+	ksft_print_msg("%s: %.1f s in pread, %.1f s checking\n", what, t_read, t_check);
 	ksft_test_result(!bad,
 			 "%s: O_DIRECT pread into GPU memory, %d reads 4 KiB..64 MiB, %d bad (%s)\n",
 			 what, runs, bad, why);

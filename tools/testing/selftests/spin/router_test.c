@@ -2250,6 +2250,15 @@ static void test_knobs(void)
 	}
 }
 
+/* Run one step of the test and say how long it took. */
+#define STEP(call)							\
+	do {								\
+		double step_t0 = mono_now();				\
+									\
+		call;							\
+		ksft_print_msg("%s: %.1f s\n", #call, mono_now() - step_t0); \
+	} while (0)
+
 int main(void)
 {
 	struct fs ext4 = {
@@ -2322,19 +2331,19 @@ int main(void)
 		fs_setup(fs, DATA_LEN);
 		ksft_print_msg("%s on %s (%s, direct-I/O block %lld, memory alignment %lld)\n",
 			       fs->type, fs->dev, fs->serial, fs->lbs, fs->dma_align);
-		read_matrix(fs);
-		eof_reads(fs);
-		preadv_mixed(fs);
-		read_position(fs);
-		boundaries(fs);
-		consistency(fs);
-		con_phase(fs, "auto", 0);
-		con_phase(fs, "p2p", 0);
-		con_phase(fs, "auto", 1);
-		con_phase(fs, "p2p", 1);
+		STEP(read_matrix(fs));
+		STEP(eof_reads(fs));
+		STEP(preadv_mixed(fs));
+		STEP(read_position(fs));
+		STEP(boundaries(fs));
+		STEP(consistency(fs));
+		STEP(con_phase(fs, "auto", 0));
+		STEP(con_phase(fs, "p2p", 0));
+		STEP(con_phase(fs, "auto", 1));
+		STEP(con_phase(fs, "p2p", 1));
 		if (!strcmp(fs->type, "xfs"))
-			xfs_atomicity(fs);
-		modes(fs);
+			STEP(xfs_atomicity(fs));
+		STEP(modes(fs));
 		fs_teardown(fs);
 	}
 

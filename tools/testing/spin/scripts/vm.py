@@ -196,8 +196,16 @@ def main():
     qemu = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     stop = threading.Event()
+    # Every results line with the host's seconds since boot and since the line before: where
+    # a slow run spends its time, per result (results.times).
+    times = open(os.path.join(out, "results.times"), "w")
+    last = [start]
 
     def show(line):
+        now = time.time()
+        times.write(f"{now - start:8.1f} {now - last[0]:7.1f} {line}\n")
+        times.flush()
+        last[0] = now
         if a.mode in ("demo", "bench"):
             if not line.startswith("@@ "):
                 print(line, flush=True)
@@ -215,6 +223,7 @@ def main():
         qemu_out, _ = qemu.communicate()
     stop.set()
     t.join()
+    times.close()
     agent.close()
     srv.close()
     for f in (shm, sock):
