@@ -23,6 +23,12 @@ JOBS=${JOBS:-$(nproc)}
 export RUST_LIB_SRC=/usr/src/rustc-$(rustc --version | awk '{print $2}')/library
 export LIBCLANG_PATH=/usr/lib/llvm-19/lib
 export CCACHE_DIR=${CCACHE_DIR:-/var/cache/spin/ccache}
+# kbuild passes the source tree by absolute path (-I$KSRC/include, -include ...): without a
+# base_dir every clone in another folder (CI's) hashes other command lines and misses the
+# whole cache. With it, ccache rewrites paths under the repo to relative ones, which are the
+# same in every clone (the kernel has no -g here, so the working directory is not hashed).
+CCACHE_BASEDIR=$(cd "$here/../../../.." && pwd)
+export CCACHE_BASEDIR
 mkdir -p "$KOBJ" "$CCACHE_DIR"
 ccache -M 8G >/dev/null
 
