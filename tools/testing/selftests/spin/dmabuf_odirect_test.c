@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../kselftest.h"
@@ -36,14 +35,6 @@ static const char fio_verify[] = "--rw=write --direct=1 --verify=crc32c --verify
 static const size_t sizes[] = { 4096, 65536, MiB, 8 * MiB, 64 * MiB };
 static const size_t buf_offs[] = { 0, 3 * 4096, MiB + 4096 };
 static const off_t file_offs[] = { 0, 5 * 4096, 7 * MiB };
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static void write_pattern(int fd, uint64_t seed)
 {
@@ -85,9 +76,9 @@ static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t see
 				if (buf_offs[b] + len > BUF_LEN || file_offs[f] + len > DATA_LEN)
 					continue;
 				runs++;
-				t = now();
+				t = spin_now();
 				got = pread(fd, gpu_buf + buf_offs[b], len, file_offs[f]);
-				t_read += now() - t;
+				t_read += spin_now() - t;
 				if (got != (ssize_t)len) {
 					snprintf(why, sizeof(why), "%zu B @%lld: pread %zd (%s)",
 						 len, (long long)file_offs[f], got,
@@ -95,11 +86,11 @@ static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t see
 					bad++;
 					continue;
 				}
-				t = now();
+				t = spin_now();
 				if (spin_gpu_check(gpu, gpu_buf + buf_offs[b], len, seed,
 						   file_offs[f], why, sizeof(why)))
 					bad++;
-				t_check += now() - t;
+				t_check += spin_now() - t;
 			}
 	ksft_print_msg("%s: %.1f s in pread, %.1f s checking\n", what, t_read, t_check);
 	ksft_test_result(!bad,

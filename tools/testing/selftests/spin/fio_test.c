@@ -103,6 +103,7 @@ static void run_job(struct fs *fs, const char *job)
 	int direct = !!strstr(job, "-direct");
 	char cmd[3 * PATH_MAX], why[256] = "ok";
 	long long w0, w1, r0, r1;
+	double t0, t1, t2, t3;
 	int ok = 1, wr, vr;
 
 	w0 = spin_stat_get(fs->stat, "write_bytes_p2p");
@@ -110,13 +111,19 @@ static void run_job(struct fs *fs, const char *job)
 	snprintf(cmd, sizeof(cmd), "SPIN_FIO_FILE=%s/fio.dat fio --output-format=json "
 		 "--output=/tmp/fio-w.json %s/%s >/dev/null 2>/tmp/fio-w.err",
 		 fs->dir, JOB_DIR, job);
+	t0 = spin_now();
 	wr = run(cmd);
+	t1 = spin_now();
 	if (spin_write_file("/proc/sys/vm/drop_caches", "3"))
 		ok = 0;
+	t2 = spin_now();
 	snprintf(cmd, sizeof(cmd), "SPIN_FIO_FILE=%s/fio.dat fio --verify_only "
 		 "--output-format=json --output=/tmp/fio-v.json %s/%s >/dev/null 2>/tmp/fio-v.err",
 		 fs->dir, JOB_DIR, job);
 	vr = run(cmd);
+	t3 = spin_now();
+	ksft_print_msg("%s: %s: fio write %.1f s, drop_caches %.1f s, fio verify %.1f s\n",
+		       fs->name, job, t1 - t0, t2 - t1, t3 - t2);
 	w1 = spin_stat_get(fs->stat, "write_bytes_p2p");
 	r1 = spin_stat_get(fs->stat, "bytes_p2p");
 	if (wr || vr || !json_clean("/tmp/fio-w.json") || !json_clean("/tmp/fio-v.json")) {

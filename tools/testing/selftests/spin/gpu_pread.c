@@ -21,20 +21,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "spin_lib.h"
 
 #define MiB (1024UL * 1024)
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 int main(int argc, char **argv)
 {
@@ -94,9 +85,9 @@ int main(int argc, char **argv)
 	printf("GPU    %zu bytes from /dev/dma_heap/p2p-%s at BAR%d offset 0x%llx, mapped at %p\n",
 	       len, strrchr(gpu, '/') + 1, SPIN_GPU_BAR, phys - bar, p);
 
-	t0 = now();
+	t0 = spin_now();
 	n = pread(fd, p, len, off);
-	t1 = now();
+	t1 = spin_now();
 	if (n != (ssize_t)len) {
 		printf("pread  %s: %zd (%s)\n", direct ? "O_DIRECT" : "buffered", n,
 		       n < 0 ? strerror(errno) : "short");

@@ -1698,14 +1698,6 @@ static void __noreturn con_reader(struct con *c, const char *path, int strict, i
 	_exit(0);
 }
 
-static double mono_now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 /*
  * Wait for @pid to exit; 0 if it did. It counts as hung when @progress (a
  * counter it bumps, or NULL) has not moved for @secs seconds: a slow host
@@ -1714,7 +1706,7 @@ static double mono_now(void)
 static int wait_for(pid_t pid, int secs, const int *progress, int *status)
 {
 	int last = progress ? __atomic_load_n(progress, __ATOMIC_SEQ_CST) : 0;
-	double since = mono_now();
+	double since = spin_now();
 
 	for (;;) {
 		int now;
@@ -1724,8 +1716,8 @@ static int wait_for(pid_t pid, int secs, const int *progress, int *status)
 		now = progress ? __atomic_load_n(progress, __ATOMIC_SEQ_CST) : 0;
 		if (now != last) {
 			last = now;
-			since = mono_now();
-		} else if (mono_now() - since > secs) {
+			since = spin_now();
+		} else if (spin_now() - since > secs) {
 			return -ETIMEDOUT;
 		}
 		usleep(50000);
@@ -1824,7 +1816,7 @@ static void con_run(struct fs *fs, const char *m, int truncating, int nreads, in
 	reader = fork();
 	if (!reader)
 		con_reader(c, path, strict, truncating);
-	t0 = mono_now();
+	t0 = spin_now();
 	if (wait_for(reader, CON_TIMEOUT, &c->reads, &status)) {
 		ksft_print_msg("%s: no read finished in %d s; blocked and running tasks:\n",
 			       what, CON_TIMEOUT);
@@ -1843,7 +1835,7 @@ static void con_run(struct fs *fs, const char *m, int truncating, int nreads, in
 		set_mode("auto");
 		return;
 	}
-	t1 = mono_now();
+	t1 = spin_now();
 	__atomic_store_n(&c->stop, 1, __ATOMIC_SEQ_CST);
 	if (wait_for(writer, CON_TIMEOUT, NULL, &status)) {
 		fs->hung = 1;
@@ -2253,10 +2245,10 @@ static void test_knobs(void)
 /* Run one step of the test and say how long it took. */
 #define STEP(call)							\
 	do {								\
-		double step_t0 = mono_now();				\
+		double step_t0 = spin_now();				\
 									\
 		call;							\
-		ksft_print_msg("%s: %.1f s\n", #call, mono_now() - step_t0); \
+		ksft_print_msg("%s: %.1f s\n", #call, spin_now() - step_t0); \
 	} while (0)
 
 int main(void)

@@ -38,7 +38,6 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../kselftest.h"
@@ -89,14 +88,6 @@ static struct shared *sh;
 static double deadline;
 static pid_t main_pid;
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static uint64_t rng(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -107,7 +98,7 @@ static uint64_t rng(uint64_t *s)
 
 static int running(void)
 {
-	return !__atomic_load_n(&sh->stop, __ATOMIC_RELAXED) && now() < deadline;
+	return !__atomic_load_n(&sh->stop, __ATOMIC_RELAXED) && spin_now() < deadline;
 }
 
 static __printf(3, 4) void bad(enum kind k, long *counter, const char *fmt, ...)
@@ -568,11 +559,11 @@ static void wait_all(pid_t *pids, int n, double limit)
 		int status = 0;
 		pid_t r;
 
-		while ((r = waitpid(pids[i], &status, WNOHANG)) == 0 && now() < deadline + limit) {
+		while ((r = waitpid(pids[i], &status, WNOHANG)) == 0 && spin_now() < deadline + limit) {
 			static double last;
 
-			if (now() - last >= 15) {
-				last = now();
+			if (spin_now() - last >= 15) {
+				last = spin_now();
 				ksft_print_msg("progress: GPU %ld, CPU %ld, drop %ld, write %ld, map %ld\n",
 					       sh->t[K_GPU].ops, sh->t[K_CPU].ops, sh->t[K_DROP].ops,
 					       sh->t[K_WRITE].ops, sh->t[K_MAP].ops);
@@ -613,7 +604,7 @@ static void unbind_phase(long long avail0)
 	memset(&sh->t[K_GPU].why, 0, sizeof(sh->t[K_GPU].why));
 	sh->t[K_GPU].errors = 0;
 	sh->stop = 0;
-	deadline = now() + 30;
+	deadline = spin_now() + 30;
 	for (int i = 0; i < 4; i++)
 		pids[i] = spawn(K_GPU, &all[i % 2], 7000 + i, 1);
 	sleep(2);
@@ -727,7 +718,7 @@ int main(void)
 	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
 		ksft_exit_fail_msg("mode auto: %s\n", strerror(errno));
 
-	t0 = now();
+	t0 = spin_now();
 	deadline = t0 + SOAK_SECS;
 	for (int f = 0; f < 2; f++) {
 		pids[np++] = spawn(K_GPU, &all[f], 100 + f, 0);
@@ -739,7 +730,7 @@ int main(void)
 	pids[np++] = spawn(K_MAP, NULL, 600, 0);
 	wait_all(pids, np, 120);
 	ksft_print_msg("soak: %.0f s; GPU reads by pread %ld, preadv %ld, io_uring %ld, aio %ld\n",
-		       now() - t0, sh->by_entry[0], sh->by_entry[1], sh->by_entry[2],
+		       spin_now() - t0, sh->by_entry[0], sh->by_entry[1], sh->by_entry[2],
 		       sh->by_entry[3]);
 	for (int k = 0; k < K_NR; k++) {
 		struct tally *t = &sh->t[k];

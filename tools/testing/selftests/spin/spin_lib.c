@@ -23,12 +23,22 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/dma-heap.h>
 #include <linux/io_uring.h>
 #include <linux/aio_abi.h>
 
 #include "spin_lib.h"
+
+/* CLOCK_MONOTONIC in seconds, for the tests' timing output. */
+double spin_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
 
 int spin_read_file(const char *path, char *buf, size_t len)
 {
