@@ -5,7 +5,7 @@
  *  - io_uring IORING_OP_READ, READV, WRITE and WRITEV, and eight reads in
  *    flight at once, on buffered files on ext4 (spin-nvme0) and xfs
  *    (spin-nvme1): reads are checked from the host side, writes by CPU
- *    reads after drop_caches; the disk's counters must show P2P bytes;
+ *    reads of the uncached file; the disk's counters must show P2P bytes;
  *  - aio (io_submit) IOCB_CMD_PREAD, PREADV, PWRITE and PWRITEV, the same;
  *  - NVMe passthrough into and out of GPU memory, below any filesystem:
  *    NVME_IOCTL_IO64_CMD on the namespace's block device and io_uring
@@ -53,12 +53,6 @@ static uint8_t *gmem, *host;
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static int uncache(void)
-{
-	sync();
-	return spin_write_file("/proc/sys/vm/drop_caches", "3");
-}
-
 /* GPU address for file offset @pos: congruent to it modulo 4 KiB, from @base. */
 static uint8_t *gaddr(size_t base, uint64_t pos)
 {
@@ -78,7 +72,7 @@ static int fresh_file(struct fs *fs)
 
 	spin_pattern_fill(host, 0, FILE_LEN, fs->seed);
 	if (fd < 0 || pwrite(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN || fsync(fd) ||
-	    uncache()) {
+	    spin_uncache(fd)) {
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -88,13 +82,13 @@ static int fresh_file(struct fs *fs)
 
 /*
  * Checks the file after a write of pattern @seed at POS..+LEN: by CPU reads
- * after drop_caches, the old pattern around it.
+ * of the uncached file, the old pattern around it.
  */
 static int written_ok(struct fs *fs, int fd, uint64_t seed, char *why, size_t wl)
 {
 	ssize_t bad;
 
-	if (fsync(fd) || uncache() || pread(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
+	if (spin_uncache(fd) || pread(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
 		snprintf(why, wl, "reading back: %s", strerror(errno));
 		return -1;
 	}
@@ -105,7 +99,7 @@ static int written_ok(struct fs *fs, int fd, uint64_t seed, char *why, size_t wl
 		bad = spin_pattern_check(host + POS + LEN, POS + LEN, FILE_LEN - POS - LEN,
 					 fs->seed);
 	if (bad >= 0) {
-		snprintf(why, wl, "CPU read after drop_caches: a byte wrong");
+		snprintf(why, wl, "CPU read of the uncached file: a byte wrong");
 		return -1;
 	}
 	return 0;

@@ -49,17 +49,6 @@ static void write_pattern(int fd, uint64_t seed)
 	free(buf);
 }
 
-static void drop_page_cache(void)
-{
-	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-
-	if (fd >= 0) {
-		if (write(fd, "3", 1) != 1)
-			ksft_print_msg("dropping the page cache: %s\n", strerror(errno));
-		close(fd);
-	}
-}
-
 /* The read matrix: every size at every buffer and file offset that fits. */
 static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t seed)
 {
@@ -137,8 +126,9 @@ static int fs_file(const char *mkfs, const char *type, const char *dev, const ch
 	if (fd < 0)
 		ksft_exit_fail_msg("%s: %s\n", path, strerror(errno));
 	write_pattern(fd, 32);
+	if (spin_uncache(fd))
+		ksft_print_msg("dropping %s from the page cache: %s\n", path, strerror(errno));
 	close(fd);
-	drop_page_cache();
 	return open(path, O_RDWR | O_DIRECT);
 }
 

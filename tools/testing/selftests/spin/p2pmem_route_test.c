@@ -9,8 +9,8 @@
  * p2pmem/allocate mapped MAP_SHARED:
  *  - a buffered pread of an uncached file into it: the bytes, checked from
  *    the host side of the GPU memory; the disk's counters show P2P bytes;
- *  - a buffered pwrite from it, unaligned: the file holds the bytes after
- *    drop_caches; the counters show P2P bytes exactly for the aligned body;
+ *  - a buffered pwrite from it, unaligned: the file holds the bytes once its
+ *    pages are dropped; the counters show P2P bytes exactly for the aligned body;
  * fio_test runs fio with such mappings through every entry point.
  */
 #define _GNU_SOURCE
@@ -56,12 +56,6 @@ static void restore(void)
 			ksft_print_msg("umount %s: %s\n", mounted[i], strerror(errno));
 }
 
-static int uncache(void)
-{
-	sync();
-	return spin_write_file("/proc/sys/vm/drop_caches", "3");
-}
-
 static void test_rw(struct fs *fs)
 {
 	char path[PATH_MAX], why[256] = "ok";
@@ -75,7 +69,7 @@ static void test_rw(struct fs *fs)
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, MAP_LEN, fs->seed);
 	if (fd < 0 || pwrite(fd, host, MAP_LEN, 0) != (ssize_t)MAP_LEN || fsync(fd) ||
-	    uncache()) {
+	    spin_uncache(fd)) {
 		ksft_test_result_fail("%s: setup: %s\n", fs->name, strerror(errno));
 		ksft_test_result_fail("%s: write: not run\n", fs->name);
 		if (fd >= 0)
@@ -113,7 +107,7 @@ static void test_rw(struct fs *fs)
 			 (unsigned long long)body);
 		ok = 0;
 	}
-	if (ok && (uncache() || pread(fd, host, len, pos) != (ssize_t)len ||
+	if (ok && (spin_uncache(fd) || pread(fd, host, len, pos) != (ssize_t)len ||
 		   spin_pattern_check(host, pos, len, fs->seed + 1) >= 0)) {
 		snprintf(why, sizeof(why), "the file does not hold the written bytes");
 		ok = 0;

@@ -57,12 +57,6 @@ static void restore(void)
 			ksft_print_msg("umount %s: %s\n", mounts[i], strerror(errno));
 }
 
-static int uncache(void)
-{
-	sync();
-	return spin_write_file("/proc/sys/vm/drop_caches", "3");
-}
-
 static void mkfs_mount(const char *serial, const char *mkfs, const char *type,
 		       const char *dir, int slot, char *dev, size_t devlen)
 {
@@ -116,7 +110,7 @@ static void test_top(void)
 			 strerror(errno));
 		ok = 0;
 	}
-	if (ok && (lseek(fd, 0, SEEK_END) != max || uncache())) {
+	if (ok && (lseek(fd, 0, SEEK_END) != max || spin_uncache(fd))) {
 		snprintf(why, sizeof(why),
 			 "size %lld, want %lld", (long long)lseek(fd, 0, SEEK_END),
 			 (long long)max);
@@ -133,7 +127,7 @@ static void test_top(void)
 			 (long long)(data + spin_pattern_check(host + 100, data, len, 7)));
 		ok = 0;
 	}
-	if (ok && uncache())
+	if (ok && spin_uncache(fd))
 		ok = 0;
 	n = ok ? pread(fd, gmem + dst, len + 100, data - 100) : 0;
 	if (ok && n != (ssize_t)(len + 100)) {
@@ -187,7 +181,7 @@ static void test_internal(void)
 	}
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, len, 8);
-	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || uncache()) {
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || spin_uncache(fd)) {
 		ksft_test_result_fail("internal failures: setup: %s\n", strerror(errno));
 		ksft_test_result_fail("internal failure of a write: not run\n");
 		if (fd >= 0)
@@ -241,7 +235,7 @@ static void test_internal(void)
 			 w1 - w0, p1 - p0);
 		ok = 0;
 	}
-	if (ok && (uncache() || pread(fd, host, MiB, 3000) != (ssize_t)MiB ||
+	if (ok && (spin_uncache(fd) || pread(fd, host, MiB, 3000) != (ssize_t)MiB ||
 		   spin_pattern_check(host, 3000, MiB, 9) >= 0)) {
 		snprintf(why, sizeof(why), "the file does not hold the written bytes");
 		ok = 0;
@@ -266,7 +260,7 @@ static void test_fork(void)
 
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, len, 12);
-	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || uncache()) {
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || spin_uncache(fd)) {
 		ksft_test_result_fail("fork: setup: %s\n", strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -323,7 +317,7 @@ static void test_overlay(void)
 	snprintf(path, sizeof(path), "%s/f", merged);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, len, 10);
-	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || fsync(fd) || uncache()) {
+	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || spin_uncache(fd)) {
 		ksft_test_result_fail("overlayfs: setup: %s\n", strerror(errno));
 		goto out;
 	}
@@ -350,7 +344,7 @@ static void test_overlay(void)
 			 r1 - r0, nb1 - nb0, w1 - w0);
 		ok = 0;
 	}
-	if (ok && (uncache() || pread(fd, host, len, 0) != (ssize_t)len ||
+	if (ok && (spin_uncache(fd) || pread(fd, host, len, 0) != (ssize_t)len ||
 		   spin_pattern_check(host, 0, len, 11) >= 0)) {
 		snprintf(why, sizeof(why), "the file does not hold the written bytes");
 		ok = 0;

@@ -40,6 +40,20 @@ double spin_now(void)
 	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/*
+ * Writes back the file @fd and drops its pages from the page cache, so the
+ * next read of it goes to the disk. Much cheaper than drop_caches under the
+ * debug kernel (0.1 s against 2-9 s), which also shrinks every slab cache.
+ * Pages mapped by a process stay: the callers' files are not mapped.
+ */
+int spin_uncache(int fd)
+{
+	if (fsync(fd))
+		return -1;
+	errno = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	return errno ? -1 : 0;
+}
+
 int spin_read_file(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY);

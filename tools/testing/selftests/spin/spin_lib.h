@@ -23,6 +23,7 @@
 #define SPIN_GPU_BAR 2
 
 double spin_now(void);
+int spin_uncache(int fd);
 int spin_read_file(const char *path, char *buf, size_t len);
 long long spin_read_ll(const char *path);
 int spin_write_file(const char *path, const char *val);

@@ -7,7 +7,7 @@
  * it in turn. On each filesystem a file is written by the CPU, read back
  * uncached into GPU memory with pread() and checked from the host side of
  * the GPU memory; then GPU memory filled from the host side is written with
- * pwrite() at an unaligned offset and checked by CPU reads after drop_caches
+ * pwrite() at an unaligned offset and checked by CPU reads of the uncached file
  * and by a read back into GPU memory. The stacked disk's counters
  * (/sys/block/<md|dm>/spin/stat) must show the expected path:
  *  - P2P for md RAID-0, RAID-1 and RAID-10 and a dm-stripe over spin-nvme0 +
@@ -137,12 +137,6 @@ static void restore(void)
 	spin_write_file(EVENT, "0");
 	/* Leave the disks without md superblocks for the tests that follow. */
 	sh("mdadm --zero-superblock %s %s %s >/dev/null 2>&1", dev0, dev1, dev2);
-}
-
-static int uncache(void)
-{
-	sync();
-	return spin_write_file("/proc/sys/vm/drop_caches", "3");
 }
 
 /* The name in /sys/block of @dev, a name or a /dev path. */
@@ -515,8 +509,7 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 	/* The file, written by the CPU, then read uncached into GPU memory. */
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, FILE_LEN, 7);
-	ok = fd >= 0 && pwrite(fd, host, FILE_LEN, 0) == (ssize_t)FILE_LEN && !fsync(fd) &&
-	     !uncache();
+	ok = fd >= 0 && pwrite(fd, host, FILE_LEN, 0) == (ssize_t)FILE_LEN && !spin_uncache(fd);
 	if (!ok)
 		snprintf(why, sizeof(why), "writing the file: %s", strerror(errno));
 	trace_clear();
@@ -578,8 +571,8 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 			 b.w_p2p - a.w_p2p);
 		ok = 0;
 	}
-	if (ok && uncache()) {
-		snprintf(why, sizeof(why), "drop_caches: %s", strerror(errno));
+	if (ok && spin_uncache(fd)) {
+		snprintf(why, sizeof(why), "dropping the file from the page cache: %s", strerror(errno));
 		ok = 0;
 	}
 	if (ok && pread(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
@@ -595,11 +588,11 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 			bad = spin_pattern_check(host + WR_POS + WR_LEN, WR_POS + WR_LEN,
 						 FILE_LEN - WR_POS - WR_LEN, 7);
 		if (bad >= 0) {
-			snprintf(why, sizeof(why), "CPU read after drop_caches: a byte wrong");
+			snprintf(why, sizeof(why), "CPU read of the uncached file: a byte wrong");
 			ok = 0;
 		}
 	}
-	if (ok && (uncache() || pread(fd, gmem + BACK, WR_LEN, WR_POS) != (ssize_t)WR_LEN ||
+	if (ok && (spin_uncache(fd) || pread(fd, gmem + BACK, WR_LEN, WR_POS) != (ssize_t)WR_LEN ||
 		   spin_gpu_check(gpu, gmem + BACK, WR_LEN, 8, WR_POS, why, sizeof(why))))
 		ok = 0;
 	ksft_test_result(ok, "%s, %s: write from GPU memory, unaligned (%s; %s)\n", s->name,
@@ -640,7 +633,7 @@ static void raid1_fail(void)
 	}
 	/* Read while the child fails the leg, then three more times after. */
 	for (int after = 0; ok && after < 3; reads++) {
-		if (uncache() || read_check(fd, why, sizeof(why)))
+		if (spin_uncache(fd) || read_check(fd, why, sizeof(why)))
 			ok = 0;
 		if (child > 0 && waitpid(child, &status, WNOHANG) == child) {
 			child = 0;
@@ -741,7 +734,7 @@ static int mpath_read(const char *head, int want_p2p, char *why, size_t wl)
 	trace_clear();
 	counters(stat, &a);
 	/* exercise() left pattern 7 around its write, pattern 8 inside it. */
-	ok = fd >= 0 && !uncache() && pread(fd, gmem, FILE_LEN, 0) == (ssize_t)FILE_LEN;
+	ok = fd >= 0 && !spin_uncache(fd) && pread(fd, gmem, FILE_LEN, 0) == (ssize_t)FILE_LEN;
 	if (fd >= 0 && !ok)
 		snprintf(why, wl, "pread into GPU memory: %s", strerror(errno));
 	ok = ok && !spin_gpu_check(gpu, gmem, WR_POS, 7, 0, why, wl) &&

@@ -7,8 +7,8 @@
  *
  * The data is put into GPU memory from the host side (as a GPU kernel would
  * produce it) and checked twice after every write: by CPU reads after
- * drop_caches, and by reading the file back into GPU memory and checking from
- * the host side. On ext4 (spin-nvme0) and xfs (spin-nvme1):
+ * dropping the file's pages, and by reading the file back into GPU memory and
+ * checking from the host side. On ext4 (spin-nvme0) and xfs (spin-nvme1):
  *  - aligned and unaligned writes, write(2) at the file offset, pwritev with
  *    host and GPU iovecs mixed, and a write shorter than a block: the
  *    counters show P2P bytes exactly for the aligned bodies, spin_route_write
@@ -91,12 +91,6 @@ static void restore(void)
 			ksft_print_msg("umount %s: %s\n", mounted[i], strerror(errno));
 }
 
-static int uncache(void)
-{
-	sync();
-	return spin_write_file("/proc/sys/vm/drop_caches", "3");
-}
-
 struct counts {
 	long long req, pc, p2p, fb_mode, fb_mis, fb_append, ioerr;
 };
@@ -130,7 +124,7 @@ static int gpu_fill(size_t goff, size_t len, uint64_t pos, uint64_t seed)
 
 /*
  * Check the file's bytes @pos..+@len against pattern @seed: by CPU reads
- * after drop_caches, then read back into GPU memory and checked from the host
+ * after dropping its pages, then read back into GPU memory and checked from the host
  * side. Returns 0 or -1 with @why filled in.
  */
 static int file_ok(int fd, uint64_t pos, size_t len, uint64_t seed, char *why, size_t wl)
@@ -141,8 +135,8 @@ static int file_ok(int fd, uint64_t pos, size_t len, uint64_t seed, char *why, s
 		snprintf(why, wl, "check of %zu bytes too large", len);
 		return -1;
 	}
-	if (uncache()) {
-		snprintf(why, wl, "dropping the caches: %s", strerror(errno));
+	if (spin_uncache(fd)) {
+		snprintf(why, wl, "dropping the file from the page cache: %s", strerror(errno));
 		return -1;
 	}
 	if (pread(fd, host, len, pos) != (ssize_t)len) {
@@ -731,7 +725,7 @@ static void test_allocation(struct fs *fs)
 			 5 * MiB + MiB / 2);
 		ok = 0;
 	}
-	if (ok && (uncache() || pread(fd, host, len, 0) != (ssize_t)len)) {
+	if (ok && (spin_uncache(fd) || pread(fd, host, len, 0) != (ssize_t)len)) {
 		snprintf(why, sizeof(why), "read back: %s", strerror(errno));
 		ok = 0;
 	}
