@@ -270,7 +270,7 @@ static void run_jobs(struct fs *fs, struct fs *first)
 			j->bad = 1;
 		}
 		ksft_test_result(!j->bad,
-				 "%s: %s.fio: P2P bytes written %lld, read %lld by the write run (crc32c verify from the page cache), read %lld by the verify run (%s)\n",
+				 "%s: %s.fio: P2P bytes written %lld and read back %lld by the write run, read %lld by the verify run (%s)\n",
 				 fs->name, j->name, j->wbytes[0], j->rbytes[0], j->rbytes[1],
 				 j->why);
 	}
