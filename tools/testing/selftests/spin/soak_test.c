@@ -559,7 +559,8 @@ static void wait_all(pid_t *pids, int n, double limit)
 		int status = 0;
 		pid_t r;
 
-		while ((r = waitpid(pids[i], &status, WNOHANG)) == 0 && spin_now() < deadline + limit) {
+		while ((r = waitpid(pids[i], &status, WNOHANG)) == 0 &&
+		       spin_now() < deadline + limit) {
 			static double last;
 
 			if (spin_now() - last >= 15) {

@@ -572,7 +572,7 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 		ok = 0;
 	}
 	if (ok && spin_uncache(fd)) {
-		snprintf(why, sizeof(why), "dropping the file from the page cache: %s", strerror(errno));
+		snprintf(why, sizeof(why), "dropping the file's pages: %s", strerror(errno));
 		ok = 0;
 	}
 	if (ok && pread(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
