@@ -162,7 +162,7 @@ int main(void)
 	close(fd);
 
 	/* ext4 and xfs files. */
-	fd = fs_file("mkfs.ext4 -q -F", "ext4", dev0, "/mnt/ext4");
+	fd = fs_file(SPIN_MKFS_EXT4, "ext4", dev0, "/mnt/ext4");
 	read_matrix("ext4", fd, p, 32);
 	write_back("ext4", fd, p);
 	close(fd);

@@ -337,7 +337,7 @@ static void run(struct fs *fs)
 int main(void)
 {
 	struct fs ext4 = { .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-			   .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/fp-ext4", .seed = 501 };
+			   .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/fp-ext4", .seed = 501 };
 	struct fs xfs = { .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
 			  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/fp-xfs", .seed = 502 };
 	int heap, buf;

@@ -248,7 +248,7 @@ int main(void)
 {
 	struct fs all[] = {
 		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-		  .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/fault-ext4", .seed = 71 },
+		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/fault-ext4", .seed = 71 },
 		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
 		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/fault-xfs", .seed = 72 },
 	};

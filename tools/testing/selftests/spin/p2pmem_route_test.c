@@ -166,7 +166,7 @@ int main(void)
 {
 	struct fs all[] = {
 		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-		  .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/pm-ext4", .seed = 301 },
+		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/pm-ext4", .seed = 301 },
 		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
 		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/pm-xfs", .seed = 401 },
 	};

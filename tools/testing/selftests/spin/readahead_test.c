@@ -716,7 +716,7 @@ int main(void)
 {
 	struct fs all[] = {
 		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-		  .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/ra-ext4", .seed = 91 },
+		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/ra-ext4", .seed = 91 },
 		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
 		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/ra-xfs", .seed = 92 },
 	};

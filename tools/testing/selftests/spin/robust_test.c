@@ -383,7 +383,7 @@ int main(void)
 	test_internal();
 	unmount(0);
 
-	mkfs_mount(SPIN_NVME0_SERIAL, "mkfs.ext4 -q -F", "ext4", "/mnt/rb-ext4", 2, dev0,
+	mkfs_mount(SPIN_NVME0_SERIAL, SPIN_MKFS_EXT4, "ext4", "/mnt/rb-ext4", 2, dev0,
 		   sizeof(dev0));
 	test_fork();
 	test_overlay();

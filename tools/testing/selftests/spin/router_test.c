@@ -2255,7 +2255,7 @@ int main(void)
 {
 	struct fs ext4 = {
 		.name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4", .dir = "/mnt/rt-ext4",
-		.mkfs = "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0", .seed = 51,
+		.mkfs = SPIN_MKFS_EXT4, .seed = 51,
 	};
 	struct fs xfs = {
 		.name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs", .dir = "/mnt/rt-xfs",
@@ -2263,7 +2263,7 @@ int main(void)
 	};
 	struct fs far = {
 		.name = "spin-nvme2", .serial = SPIN_NVME2_SERIAL, .type = "ext4",
-		.dir = "/mnt/rt-nvme2", .mkfs = "mkfs.ext4 -q -F", .seed = 53,
+		.dir = "/mnt/rt-nvme2", .mkfs = SPIN_MKFS_EXT4, .seed = 53,
 	};
 	struct fs vblk = {
 		.name = "spin-vblk", .serial = SPIN_VBLK_SERIAL, .type = "xfs", .virtio = 1,

@@ -77,7 +77,7 @@ struct fs {
 
 static struct fs all[] = {
 	{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-	  .mkfs = "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0",
+	  .mkfs = SPIN_MKFS_EXT4,
 	  .dir = "/mnt/soak-ext4", .seed = 901 },
 	{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs", .mkfs = "mkfs.xfs -q -f",
 	  .dir = "/mnt/soak-xfs", .seed = 902 },

@@ -22,6 +22,14 @@
 #define SPIN_GPU_DEVICE 0x1110
 #define SPIN_GPU_BAR 2
 
+/*
+ * mkfs.ext4 for the tests: the inode tables and the journal are zeroed by
+ * mkfs itself, so that no ext4lazyinit thread writes to the disk under a
+ * test. Measured in the debug guest: a 12 MiB write + fsync on a fresh ext4
+ * took 6.4-8.0 s with lazy init and 3.9-4.5 s without, mkfs 4.7 s and 3.6 s.
+ */
+#define SPIN_MKFS_EXT4 "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0"
+
 double spin_now(void);
 int spin_uncache(int fd);
 int spin_read_file(const char *path, char *buf, size_t len);

@@ -407,9 +407,9 @@ static void test_bad_args(void)
 int main(void)
 {
 	struct disk near = { .what = "ext4 on spin-nvme0", .serial = SPIN_NVME0_SERIAL,
-			     .mkfs = "mkfs.ext4 -q -F", .type = "ext4", .dir = "/mnt/tool-near" };
+			     .mkfs = SPIN_MKFS_EXT4, .type = "ext4", .dir = "/mnt/tool-near" };
 	struct disk far = { .what = "ext4 on spin-nvme2", .serial = SPIN_NVME2_SERIAL,
-			    .mkfs = "mkfs.ext4 -q -F", .type = "ext4", .dir = "/mnt/tool-far" };
+			    .mkfs = SPIN_MKFS_EXT4, .type = "ext4", .dir = "/mnt/tool-far" };
 	struct disk vblk = { .what = "xfs on spin-vblk", .serial = SPIN_VBLK_SERIAL,
 			     .mkfs = "mkfs.xfs -q -f", .type = "xfs", .dir = "/mnt/tool-vblk",
 			     .virtio = 1 };

@@ -922,7 +922,7 @@ static void test_disk_fallbacks(void)
 		{ "tmpfs (no block device)", NULL, "tmpfs", NULL, "/mnt/wr-tmpfs",
 		  "write_fallback_no_bdev", 0 },
 		{ "ext4 on spin-nvme2 (no P2P path)", SPIN_NVME2_SERIAL, "ext4",
-		  "mkfs.ext4 -q -F", "/mnt/wr-far", "write_fallback_distance", 0 },
+		  SPIN_MKFS_EXT4, "/mnt/wr-far", "write_fallback_distance", 0 },
 		{ "xfs on spin-vblk (no P2PDMA queue)", SPIN_VBLK_SERIAL, "xfs", "mkfs.xfs -q -f",
 		  "/mnt/wr-vblk", "write_fallback_queue", 1 },
 	};
@@ -993,7 +993,7 @@ int main(void)
 {
 	struct fs all[] = {
 		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-		  .mkfs = "mkfs.ext4 -q -F", .dir = "/mnt/wr-ext4", .seed = 101 },
+		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/wr-ext4", .seed = 101 },
 		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
 		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/wr-xfs", .seed = 201 },
 	};
