@@ -285,13 +285,14 @@ int main(void)
 		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/fio-xfs" },
 	};
 	char gpu[PATH_MAX], mem[PATH_MAX + 32];
-	int nseq = 0;
+	int plan = 0;
 
 	ksft_print_header();
 	list_jobs();
-	for (int j = 0; j < njobs; j++)
-		nseq += !!strstr(jobs[j].name, "-seq");
-	ksft_set_plan(njobs + nseq);
+	for (size_t f = 0; f < ARRAY_SIZE(all); f++)
+		for (int j = 0; j < njobs; j++)
+			plan += !!job_on(&all[f], &all[0], j);
+	ksft_set_plan(plan);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	snprintf(mem, sizeof(mem), "%s/p2pmem/allocate", gpu);
