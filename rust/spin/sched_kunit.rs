@@ -182,4 +182,9 @@ mod tests {
     fn readahead_bridge_range() -> Result<(), CaseError> {
         report(cases::readahead_bridge_range())
     }
+
+    #[test]
+    fn readahead_same_page() -> Result<(), CaseError> {
+        report(cases::readahead_same_page())
+    }
 }

@@ -437,7 +437,33 @@ impl Ctx<'_, '_> {
     /// page it would miss and reads a window ahead from there ([`readahead::bridge`]), so that
     /// it never waits for a synchronous read-ahead where a cached run ends. A read that misses
     /// a page of its own leaves read-ahead to the page cache.
+    ///
+    /// A read inside the page where the stream's previous read ended
+    /// ([`sched::readahead::same_page`]) is first copied with no I/O and none of that: the page
+    /// is cached, and neither read-ahead nor a bridge has anything to do there. If that copy
+    /// comes back short (the page was evicted meanwhile, or another reader moved the stream),
+    /// the rest takes the full path.
     fn prefetch(&mut self, stream: &Stream, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        let page = PAGE_SIZE as u32;
+        let mut n = 0;
+        if sched::readahead::same_page(stream.prev_pos, pos as u64, len as u64, page) {
+            n = self.req.sub_read_noio(pos, addr, len, true)?;
+            self.done(pos, n, false);
+            if n == len {
+                self.account.ra_request(true);
+                return Ok(n);
+            }
+        }
+        match self.prefetch_ra(stream, pos + n as i64, addr + n, len - n) {
+            Ok(m) => Ok(n + m),
+            Err(_) if n > 0 => Ok(n),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The full path of [`Ctx::prefetch`]: a bridge if the stream needs one, then the leg with
+    /// read-ahead.
+    fn prefetch_ra(&mut self, stream: &Stream, pos: i64, addr: usize, len: usize) -> Result<usize> {
         let first = pos as u64 / PAGE_SIZE as u64;
         let page = PAGE_SIZE as u32;
         let lead = readahead::bridge_lead(stream.ra_pages);

@@ -118,6 +118,7 @@ pub const CASES: &[Case] = &[
     ("partition_watermarks_order", partition_watermarks_order),
     ("readahead_leg_in_window", readahead_leg_in_window),
     ("readahead_bridge_range", readahead_bridge_range),
+    ("readahead_same_page", readahead_same_page),
 ];
 
 fn gen4() -> Result<Params, CaseError> {
@@ -677,6 +678,27 @@ pub fn readahead_sequential_rule() -> Result<(), CaseError> {
     check!(!readahead::is_sequential(1 << 20, 4096, 4096));
     check!(!readahead::is_sequential(i64::MAX, u64::MAX, 4096));
     check!(readahead::is_sequential(i64::MAX, i64::MAX as u64, 4096));
+    Ok(())
+}
+
+/// A read inside the page where the stream's previous read ended, and only such a read, is in
+/// the same page.
+pub fn readahead_same_page() -> Result<(), CaseError> {
+    check!(readahead::same_page(512, 512, 512, 4096));
+    check!(readahead::same_page(512, 0, 4096, 4096));
+    check!(readahead::same_page(4095, 4000, 96, 4096));
+    check!(readahead::same_page(8192 + 1, 8192 + 100, 3996, 4096));
+    // The read runs into the next page.
+    check!(!readahead::same_page(512, 512, 3585, 4096));
+    // The previous read ended on a page boundary: the next page is new.
+    check!(!readahead::same_page(4096, 4096, 512, 4096));
+    check!(!readahead::same_page(4096, 3584, 512, 4096));
+    // Another page, no previous read, an empty read, offsets at the limits.
+    check!(!readahead::same_page(512, 4096, 512, 4096));
+    check!(!readahead::same_page(-1, 0, 512, 4096));
+    check!(!readahead::same_page(512, 512, 0, 4096));
+    check!(!readahead::same_page(512, u64::MAX, 2, 4096));
+    check!(readahead::same_page(i64::MAX, i64::MAX as u64 - 1, 1, 4096));
     Ok(())
 }
 

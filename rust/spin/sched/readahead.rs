@@ -67,6 +67,26 @@ pub fn prefetch(stream: &Stream, pos: u64, len: u64, page_size: u32) -> bool {
     len < window && is_sequential(stream.prev_pos, pos, page_size)
 }
 
+/// Whether a read of `len` bytes at `pos` lies wholly inside the page where the stream's
+/// previous read ended (at `prev_pos`, not on a page boundary): a page that read found or
+/// brought into the page cache, whose read-ahead marker, if it had one, that read met, and
+/// past which no bridge horizon ([`bridge`]) moves. Such a read has nothing to do with
+/// read-ahead; at 512 B per call seven reads in eight are such reads.
+pub fn same_page(prev_pos: i64, pos: u64, len: u64, page_size: u32) -> bool {
+    let Ok(prev) = u64::try_from(prev_pos) else {
+        return false;
+    };
+    let page = u64::from(page_size.max(1));
+    let Some(last) = pos.checked_add(len).and_then(|end| end.checked_sub(1)) else {
+        return false;
+    };
+    if len == 0 || prev % page == 0 {
+        return false;
+    }
+    let index = prev / page;
+    pos / page == index && last / page == index
+}
+
 /// Read-ahead windows a bridged window spans at most: a stream through cached pages reads
 /// that far ahead of the next page it would miss, so that the device works while the stream
 /// copies the cached pages before it (see [`bridge_lead`]).

@@ -56,4 +56,5 @@ cases!(
     partition_watermarks_order,
     readahead_leg_in_window,
     readahead_bridge_range,
+    readahead_same_page,
 );
