@@ -23,7 +23,11 @@
  * the file with the page cache's, the block layer's, spin's and the
  * workqueue's events and kprobes on the read-ahead entry points and the
  * partition's admission, printed as "# T " lines; 0), .ra_kb (KiB: the disk's
- * read_ahead_kb for both modes; the default leaves it). Also counts the
+ * read_ahead_kb for both modes; the default leaves it), .annotate (a part of
+ * a kernel function's name: the first function whose name contains it also
+ * gets its samples by offset, the hottest offsets of either mode printed with
+ * both modes' time per request, to be read against objdump -d of the object
+ * that holds the function: which inlined code costs what). Also counts the
  * folios the page cache takes in, by order (tracefs), and for sequential reads
  * each mode's wall time per request by its offset in a pair of 1 MiB chunks
  * (with .res=50 the first one cached), to show where in the chunks they differ.
@@ -41,6 +45,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/fs.h>
@@ -58,7 +63,9 @@
 #define MAX_SYMS 200000
 #define RING_PAGES 256
 #define MAX_ORDER_SEEN 10
-#define POS_BUCKETS 32		/* 64 KiB each over a 2 MiB pair of chunks */
+#define POS_BUCKETS 32
+#define ANNOT_MAX 65536		/* bytes of the annotated function looked at */
+#define ANNOT_TOP 40		/* 64 KiB each over a 2 MiB pair of chunks */
 #define TRACING "/sys/kernel/tracing"
 #define ADD_EVENT TRACING "/events/filemap/mm_filemap_add_to_page_cache/enable"
 #ifndef ARRAY_SIZE
@@ -74,6 +81,8 @@ static struct sym *syms;
 static int nsyms;
 static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30, ra_limit = -1, trace;
 static long ra_kb = -1;
+static const char *annotate;
+static int annot_sym = -1;
 static long long bps, iops;
 
 /* The GPU read-ahead partition's counters, summed over the whole run. */
@@ -166,6 +175,8 @@ struct prof {
 	int nring, others;
 	size_t data_len;
 	unsigned int *hits;
+	/* Samples in the annotated function by offset (ANNOT_MAX counters), or NULL. */
+	unsigned int *annot;
 	long samples;
 	/* Folios the page cache took in during the runs, by order (tracefs). */
 	long folios[MAX_ORDER_SEEN + 1];
@@ -176,6 +187,9 @@ struct prof {
 	/* The same by position in a pair of 1 MiB chunks (sequential reads), POS_BUCKETS of it. */
 	double t_pos[POS_BUCKETS];
 	long n_pos[POS_BUCKETS];
+	/* The reader's wall, user and system time and context switches in the timed loops. */
+	double wall, user, sys;
+	long nvcsw, nivcsw;
 };
 
 static void prof_open(struct prof *p, int others)
@@ -205,6 +219,11 @@ static void prof_open(struct prof *p, int others)
 	p->hits = calloc(nsyms + 1, sizeof(*p->hits));
 	if (!p->hits)
 		die("no memory");
+	if (annot_sym >= 0 && !others) {
+		p->annot = calloc(ANNOT_MAX, sizeof(*p->annot));
+		if (!p->annot)
+			die("no memory");
+	}
 }
 
 static void prof_enable(struct prof *p, int on)
@@ -246,6 +265,9 @@ static void prof_drain(struct prof *p)
 
 					p->hits[s < 0 ? nsyms : s]++;
 					p->samples++;
+					if (p->annot && s == annot_sym &&
+					    ip - syms[s].addr < ANNOT_MAX)
+						p->annot[ip - syms[s].addr]++;
 				}
 			}
 			tail += h.size ? h.size : sizeof(h);
@@ -333,10 +355,16 @@ static uint64_t rng(void)
  * again (untimed): a pass over pages an earlier pass left cached would
  * measure the page cache's reuse, not the cell.
  */
+static double tv_diff(const struct timeval *a, const struct timeval *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_usec - a->tv_usec) / 1e6;
+}
+
 static double run(struct prof *p, struct prof *o, long *reqs)
 {
 	long n = 0, slots = FILE_LEN / size;
 	double busy = 0, t0;
+	struct rusage u0, u1;
 	int fd;
 
 	do {
@@ -349,6 +377,7 @@ static double run(struct prof *p, struct prof *o, long *reqs)
 		orders_begin();
 		prof_enable(p, 1);
 		prof_enable(o, 1);
+		getrusage(RUSAGE_SELF, &u0);
 		t0 = bench_now();
 		for (long i = 0; i < slots; i++) {
 			off_t at = (off_t)(rnd ? (long)(rng() % slots) : i) * size;
@@ -369,6 +398,11 @@ static double run(struct prof *p, struct prof *o, long *reqs)
 			}
 		}
 		busy += bench_now() - t0;
+		getrusage(RUSAGE_SELF, &u1);
+		p->user += tv_diff(&u0.ru_utime, &u1.ru_utime);
+		p->sys += tv_diff(&u0.ru_stime, &u1.ru_stime);
+		p->nvcsw += u1.ru_nvcsw - u0.ru_nvcsw;
+		p->nivcsw += u1.ru_nivcsw - u0.ru_nivcsw;
 		prof_enable(p, 0);
 		prof_enable(o, 0);
 		orders_end(p);
@@ -376,6 +410,7 @@ static double run(struct prof *p, struct prof *o, long *reqs)
 		prof_drain(o);
 		close(fd);
 	} while (busy < secs);
+	p->wall += busy;
 	*reqs += n;
 	return n * (double)size / busy / 1e6;
 }
@@ -486,6 +521,42 @@ static void print_top(const struct prof *p, struct row *rows, long reqs)
 	printf("| all kernel samples | 100%% | %.2f |\n", p->samples * us / reqs);
 }
 
+/* The annotated function's hottest offsets in either mode, both modes' time. */
+static void print_annot(const struct prof *p, const long *reqs)
+{
+	double us = 1e6 / 10000.0;	/* one sample: 100 us of CPU */
+	static unsigned int off[ANNOT_TOP];
+	int n = 0;
+
+	printf("\n## %s by offset (us per request)\n\n| offset | auto | pagecache |\n"
+	       "| --- | --- | --- |\n", syms[annot_sym].name);
+	/* Selection of the ANNOT_TOP offsets with the most samples in the two modes. */
+	for (unsigned int o = 0; o < ANNOT_MAX; o++) {
+		unsigned int h = p[0].annot[o] + p[1].annot[o];
+		int i;
+
+		if (!h)
+			continue;
+		if (n < ANNOT_TOP)
+			off[n++] = o;
+		else if (h <= p[0].annot[off[n - 1]] + p[1].annot[off[n - 1]])
+			continue;
+		else
+			off[n - 1] = o;
+		for (i = n - 1; i > 0 && p[0].annot[off[i]] + p[1].annot[off[i]] >
+				    p[0].annot[off[i - 1]] + p[1].annot[off[i - 1]]; i--) {
+			unsigned int t = off[i];
+
+			off[i] = off[i - 1];
+			off[i - 1] = t;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		printf("| +0x%x | %.2f | %.2f |\n", off[i],
+		       reqs[0] ? p[0].annot[off[i]] * us / reqs[0] : 0.0,
+		       reqs[1] ? p[1].annot[off[i]] * us / reqs[1] : 0.0);
+}
+
 int main(void)
 {
 	static const char *const modes[2] = { "auto", "pagecache" };
@@ -506,6 +577,7 @@ int main(void)
 	ra_limit = bench_opt_ll("prof_bench", "ra_limit", ra_limit);
 	ra_kb = bench_opt_ll("prof_bench", "ra_kb", ra_kb);
 	trace = bench_opt_ll("prof_bench", "trace", trace);
+	annotate = bench_opt("prof_bench", "annotate");
 	bps = bench_opt_ll("prof_bench", "bps", 0);
 	iops = bench_opt_ll("prof_bench", "iops", 0);
 	if (size < 512 || size > (long)(8 * MiB) || FILE_LEN % size || rounds < 1 || rounds > 16 ||
@@ -513,6 +585,11 @@ int main(void)
 		die("prof_bench.size=%ld .res=%ld .rounds=%ld .secs=%ld out of range", size, res,
 		    rounds, secs);
 	load_syms();
+	for (int i = 0; annotate && i < nsyms && annot_sym < 0; i++)
+		if (strstr(syms[i].name, annotate) && strncmp(syms[i].name, "__pfx_", 6))
+			annot_sym = i;
+	if (annotate && annot_sym < 0)
+		die("prof_bench.annotate=%s: no such kernel function", annotate);
 	if (ra_limit >= 0) {
 		char v[32];
 
@@ -584,6 +661,12 @@ int main(void)
 		       "%ld in the others, %.1f us\n", p->n_chunk[1],
 		       p->n_chunk[1] ? 1e6 * p->t_chunk[1] / p->n_chunk[1] : 0.0, p->n_chunk[0],
 		       p->n_chunk[0] ? 1e6 * p->t_chunk[0] / p->n_chunk[0] : 0.0);
+		printf("\nThe reader per request (getrusage):\n");
+		printf("wall %.2f us, user %.2f us, system %.2f us, off the CPU %.2f us;\n",
+		       1e6 * p->wall / reqs[m], 1e6 * p->user / reqs[m], 1e6 * p->sys / reqs[m],
+		       1e6 * (p->wall - p->user - p->sys) / reqs[m]);
+		printf("per 1000 requests %.2f voluntary and %.2f involuntary context switches\n",
+		       1e3 * p->nvcsw / reqs[m], 1e3 * p->nivcsw / reqs[m]);
 		printf("\nFolios added to the page cache by order (%s%s):",
 		       "mm_filemap_add_to_page_cache", p->lost ? ", **events lost**" : "");
 		for (int k = 0; k <= MAX_ORDER_SEEN; k++)
@@ -592,6 +675,8 @@ int main(void)
 				       p->folios[k] << k);
 		printf("\n");
 	}
+	if (annot_sym >= 0)
+		print_annot(prof, reqs);
 	/*
 	 * Where in a chunk pair the modes differ: a request's wall time by where
 	 * it starts (sequential reads; with res=50 the first 1 MiB is the chunk
