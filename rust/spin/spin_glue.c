@@ -12,6 +12,7 @@
 #include <linux/completion.h>
 #include <linux/debugfs.h>
 #include <linux/fault-inject.h>
+#include <linux/folio_batch.h>
 #include <linux/fs.h>
 #include <linux/kobject.h>
 #include <linux/pagemap.h>
@@ -648,9 +649,15 @@ bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
  * folio references, no locks. Index and order come from the xarray, the pfn
  * from the entry itself; the partition compares pfn, mapping and index again
  * under the folio lock before it evicts, so an entry made stale by a race is
- * only forgotten then. Folios read ahead may still wait off the LRU in this
- * CPU's LRU batch: the partition's evictor drains those batches when it meets
- * one (see filemap_evict_dropbehind_batch()).
+ * only forgotten then.
+ *
+ * Folios read ahead wait off the LRU in the LRU batch of the CPU that added
+ * them, where a reader on another CPU that evicts them finds them busy and
+ * leaves them resident outside the partition. So this first drains this
+ * CPU's batches, where the caller's own read-ahead put its folios: with an
+ * empty batch, __folio_batch_release() only calls lru_add_drain(), which is
+ * internal to mm/. Folios that another CPU added are drained by the
+ * partition's evictor when it meets one (filemap_evict_dropbehind_batch()).
  *
  * Context: May sleep (it reschedules on long ranges).
  * Return: the number of folios put in @out; fewer than @max once the range
@@ -660,11 +667,14 @@ unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 			     struct spin_ra_folio *out, unsigned int max)
 {
 	XA_STATE(xas, &file->f_mapping->i_pages, *index);
+	struct folio_batch none;
 	struct folio *folio;
 	unsigned int n = 0;
 
 	if (*index >= end)
 		return 0;
+	folio_batch_init(&none);
+	__folio_batch_release(&none);
 	rcu_read_lock();
 	xas_for_each(&xas, folio, end - 1) {
 		unsigned int order;

@@ -44,6 +44,9 @@
 //! [`Evictor`] then drains every CPU's batches (`lru_add_drain_all()`) and tries once more; a
 //! reader evicting above [`Watermarks::hard`] does not wait for that and leaves a busy folio to
 //! reclaim (a dropbehind folio is never marked accessed, so it stays on the inactive list).
+//! So that such a folio is rare, a reader drains its own CPU's batches when it admits a window
+//! (`spin_ra_collect()`): the folios it read ahead are then on the LRU before any other reader
+//! can evict them.
 //!
 //! Lock order: [`PARTITION`] → folio locks (trylock only) → the mapping's `i_lock` and
 //! `i_pages` lock (inside `filemap_evict_dropbehind_batch()`); a reader evicting above
@@ -338,6 +341,10 @@ pub(crate) fn set_limit(pages: u64) -> Result {
 /// memory, into the partition, evicting the oldest entries to make room; returns the pages
 /// admitted.
 pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
+    // `ra_collect()` first drains this CPU's LRU batches, where the window's folios wait: a
+    // reader on another CPU that evicts above `hard` would find them busy and leave them
+    // resident but out of the books, past the bound (four concurrent streams on two CPUs did,
+    // by 27 pages).
     let mut folios = [RaFolio::default(); 16];
     let mut index = win.start;
     let end = win.start.saturating_add(win.nr);
