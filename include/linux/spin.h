@@ -275,6 +275,7 @@ bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
 		    pgoff_t end, unsigned long max, struct spin_ra_window *win);
 int spin_sysfs_init(void);
 bool spin_should_fail_plan(void);
+bool spin_should_fail_evict(void);
 
 /* Implemented in Rust: the sysfs files of spin. */
 ssize_t spin_rust_sysfs_show(dev_t devt, unsigned long disk_id,

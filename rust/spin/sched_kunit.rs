@@ -15,7 +15,7 @@ mod tests {
     use kernel::prelude::*;
 
     /// Number of wrappers below; must equal `cases::CASES.len()`.
-    const WRAPPED: usize = 31;
+    const WRAPPED: usize = 32;
 
     /// Logs where a case failed; KTAP names the case.
     fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
@@ -166,6 +166,11 @@ mod tests {
     #[test]
     fn partition_rebuilt_smaller() -> Result<(), CaseError> {
         report(cases::partition_rebuilt_smaller())
+    }
+
+    #[test]
+    fn partition_holds_busy_pages() -> Result<(), CaseError> {
+        report(cases::partition_holds_busy_pages())
     }
 
     #[test]

@@ -1193,14 +1193,39 @@ bool spin_should_fail_plan(void)
 	return should_fail(&fail_spin_plan, 1);
 }
 
+static DECLARE_FAULT_ATTR(fail_spin_evict);
+
+/**
+ * spin_should_fail_evict - should the GPU read-ahead partition find a batch
+ *                          of folios busy?
+ *
+ * Return: %true when the fail_spin_evict fault attribute fires: the caller
+ * then reports every folio of the batch busy without looking at it, as if
+ * each were locked or in another CPU's LRU batch.
+ */
+bool spin_should_fail_evict(void)
+{
+	return should_fail(&fail_spin_evict, 1);
+}
+
 static int __init spin_fault_init(void)
 {
-	return PTR_ERR_OR_ZERO(fault_create_debugfs_attr("fail_spin_plan", NULL,
-							 &fail_spin_plan));
+	struct dentry *d = fault_create_debugfs_attr("fail_spin_plan", NULL,
+						     &fail_spin_plan);
+
+	if (IS_ERR(d))
+		return PTR_ERR(d);
+	return PTR_ERR_OR_ZERO(fault_create_debugfs_attr("fail_spin_evict", NULL,
+							 &fail_spin_evict));
 }
 late_initcall(spin_fault_init);
 #else
 bool spin_should_fail_plan(void)
+{
+	return false;
+}
+
+bool spin_should_fail_evict(void)
 {
 	return false;
 }

@@ -733,17 +733,12 @@ impl Evict {
 }
 
 /// Evicts the folio at `pfn` if it is still the clean, unmapped dropbehind folio at `index` of
-/// the file whose mapping is `mapping` (see `filemap_evict_dropbehind()`).
+/// the file whose mapping is `mapping` (see `filemap_evict_dropbehind()`):
+/// [`evict_dropbehind_batch`] for one folio.
 pub(crate) fn evict_dropbehind(pfn: usize, mapping: usize, index: u64) -> Evict {
-    // SAFETY: `filemap_evict_dropbehind()` accepts any pfn and only compares `mapping`.
-    let r = unsafe {
-        bindings::filemap_evict_dropbehind(
-            pfn as c_ulong,
-            mapping as *const bindings::address_space,
-            index as usize,
-        )
-    };
-    Evict::from_raw(r)
+    let mut res = [Evict::Gone];
+    evict_dropbehind_batch(mapping, &[(pfn, index)], &mut res);
+    res[0]
 }
 
 /// The most folios [`evict_dropbehind_batch`] takes at once.
@@ -753,8 +748,15 @@ pub(crate) const EVICT_BATCH_MAX: usize = 16;
 /// [`EVICT_BATCH_MAX`]), all recorded in the file whose mapping is `mapping`: the ones dropped
 /// leave the page cache under one hold of its locks and are freed together
 /// (`filemap_evict_dropbehind_batch()`). `res` receives what was done with each.
+///
+/// With fault injection (`fail_spin_evict`) it may find every folio busy without looking.
 pub(crate) fn evict_dropbehind_batch(mapping: usize, folios: &[(usize, u64)], res: &mut [Evict]) {
     let n = folios.len().min(res.len()).min(EVICT_BATCH_MAX);
+    // SAFETY: No preconditions.
+    if unsafe { bindings::spin_should_fail_evict() } {
+        res[..n].fill(Evict::Busy);
+        return;
+    }
     let mut pfns: [c_ulong; EVICT_BATCH_MAX] = [0; EVICT_BATCH_MAX];
     let mut indices = [0usize; EVICT_BATCH_MAX];
     let mut raw: [bindings::filemap_evict; EVICT_BATCH_MAX] = [0; EVICT_BATCH_MAX];

@@ -42,11 +42,14 @@
 //! batch is drained, which an idle CPU never does; `filemap_evict_dropbehind()` drains the
 //! batches of the CPU it runs on and finds a folio in another CPU's batch busy. The
 //! [`Evictor`] then drains every CPU's batches (`lru_add_drain_all()`) and tries once more; a
-//! reader evicting above [`Watermarks::hard`] does not wait for that and leaves a busy folio to
-//! reclaim (a dropbehind folio is never marked accessed, so it stays on the inactive list).
-//! So that such a folio is rare, a reader drains its own CPU's batches when it admits a window
-//! (`spin_ra_collect()`): the folios it read ahead are then on the LRU before any other reader
-//! can evict them.
+//! reader evicting above [`Watermarks::hard`] does not wait for that. Either way, a folio still
+//! busy (in a batch, locked, dirty or under writeback) is [`Held`]: its pages stay counted in the
+//! books until the evictor's next run evicts it, so that what the partition leaves in the page
+//! cache stays within its limit. Only when [`HELD_MAX`] entries are held already is a busy
+//! folio forgotten and left to reclaim (a dropbehind folio is never marked accessed, so it stays
+//! on the inactive list). So that busy folios are rare, a reader drains its own CPU's batches
+//! when it admits a window (`spin_ra_collect()`): the folios it read ahead are then on the LRU
+//! before any other reader can evict them.
 //!
 //! Lock order: [`PARTITION`] → folio locks (trylock only) → the mapping's `i_lock` and
 //! `i_pages` lock (inside `filemap_evict_dropbehind_batch()`); a reader evicting above
@@ -90,11 +93,46 @@ impl Weighted for Entry {
     }
 }
 
+/// Entries whose folios eviction found busy (see [`Held`]).
+const HELD_MAX: usize = 32;
+
+/// Entries that left the partition's ring but whose folios eviction found busy (in another
+/// CPU's LRU batch, locked, dirty or under writeback): their pages stay counted in the books
+/// ([`Partition::held`]) and the [`Evictor`] tries them again, so that the pages the partition
+/// leaves in the page cache never exceed its limit. An entry found busy while this is full is
+/// forgotten (`ra_pages_busy`) and its folio left to reclaim.
+struct Held {
+    entries: [Entry; HELD_MAX],
+    len: usize,
+}
+
+impl Held {
+    /// Keeps `e`; `false` if full.
+    fn put(&mut self, e: Entry) -> bool {
+        let Some(slot) = self.entries.get_mut(self.len) else {
+            return false;
+        };
+        *slot = e;
+        self.len += 1;
+        true
+    }
+
+    /// Moves every entry kept into `out`; returns how many.
+    fn take(&mut self, out: &mut [Entry; HELD_MAX]) -> usize {
+        let n = self.len;
+        out[..n].copy_from_slice(&self.entries[..n]);
+        self.len = 0;
+        n
+    }
+}
+
 /// The partition's books, bounded by [`Watermarks::hard`], the slots its entries live in (one
-/// per page of that bound), the watermarks of the limit and the background evictor.
+/// per page of that bound), the entries held busy, the watermarks of the limit and the
+/// background evictor.
 struct Part {
     books: Partition,
     slots: KVVec<Entry>,
+    held: Held,
     marks: Watermarks,
     evictor: Option<Arc<Evictor>>,
 }
@@ -104,6 +142,15 @@ global_lock! {
     unsafe(uninit) static PARTITION: Mutex<Part> = Part {
         books: Partition::new(0),
         slots: KVVec::new(),
+        held: Held {
+            entries: [Entry {
+                pfn: 0,
+                mapping: 0,
+                index: 0,
+                pages: 0,
+            }; HELD_MAX],
+            len: 0,
+        },
         marks: Watermarks::new(0),
         evictor: None,
     };
@@ -145,7 +192,8 @@ impl WorkItem for Evictor {
     type Pointer = Arc<Evictor>;
 
     fn run(this: Arc<Evictor>) {
-        let (mut dropped, mut more, mut done) = (0, true, 0);
+        let mut dropped = retry_held();
+        let (mut more, mut done) = (true, 0);
         let mut batch = [Entry::default(); EVICT_BATCH];
         let mut res = [Evict::Gone; EVICT_BATCH];
         while more && done < EVICT_RUN {
@@ -157,42 +205,43 @@ impl WorkItem for Evictor {
                 marks,
                 ..
             } = &mut *part;
-            while n < EVICT_BATCH {
-                more = books.pages() > marks.target;
-                if !more {
+            // The entries taken out stay counted (held) until settled.
+            let mut over = books.pages().saturating_sub(marks.target);
+            while n < EVICT_BATCH && over > 0 {
+                let Some(e) = books.pop_held(slots) else {
                     break;
-                }
-                match books.pop(slots) {
-                    Some(e) => batch[n] = e,
-                    None => {
-                        more = false;
-                        break;
-                    }
-                }
+                };
+                over = over.saturating_sub(e.pages.max(1));
+                batch[n] = e;
                 n += 1;
             }
-            // The entries left the books: evict them with the partition released.
+            more = over > 0 && !books.is_empty();
             drop(part);
             done += n;
             evict_batch(&batch[..n], &mut res[..n]);
-            let mut busy = 0;
-            for i in 0..n {
-                if res[i] == Evict::Busy {
-                    batch[busy] = batch[i];
-                    busy += 1;
-                } else {
-                    dropped += count(&batch[i], res[i]);
-                }
-            }
-            if busy > 0 {
+            if res[..n].contains(&Evict::Busy) {
                 // Mostly folios still in the LRU batch of the CPU that read them ahead (an
-                // idle CPU never drains it): drain every CPU's batches and try once more.
+                // idle CPU never drains it): drain every CPU's batches and try those again.
                 glue::lru_add_drain_all();
-                evict_batch(&batch[..busy], &mut res[..busy]);
-                for i in 0..busy {
-                    dropped += count(&batch[i], res[i]);
+                let mut busy = [Entry::default(); EVICT_BATCH];
+                let mut again = [Evict::Gone; EVICT_BATCH];
+                let mut k = 0;
+                for i in 0..n {
+                    if res[i] == Evict::Busy {
+                        busy[k] = batch[i];
+                        k += 1;
+                    }
+                }
+                evict_batch(&busy[..k], &mut again[..k]);
+                let mut j = 0;
+                for i in 0..n {
+                    if res[i] == Evict::Busy {
+                        res[i] = again[j];
+                        j += 1;
+                    }
                 }
             }
+            dropped += settle(&batch[..n], &res[..n]);
         }
         STATS.evicted_bg.add(dropped, Relaxed);
         STATS.evictor_runs.add(1, Relaxed);
@@ -204,12 +253,49 @@ impl WorkItem for Evictor {
         EVICTING.store(false, Release);
         // A reader that found the evictor busy after the last check did not queue it.
         let part = PARTITION.lock();
-        let again = part.books.pages() > part.marks.kick;
+        let again = part.books.pages() > part.marks.kick && !part.books.is_empty();
         drop(part);
         if again {
             kick(this);
         }
     }
+}
+
+/// Settles `batch`, entries the [`Evictor`] took out of the partition and tried to evict (`res`
+/// says with what result): the ones still busy are held if there is room, the pages of the
+/// others are released. Returns the pages dropped from the page cache.
+fn settle(batch: &[Entry], res: &[Evict]) -> u64 {
+    let mut dropped = 0;
+    let mut part = PARTITION.lock();
+    let Part { books, held, .. } = &mut *part;
+    for (e, &r) in batch.iter().zip(res) {
+        if r == Evict::Busy && held.put(*e) {
+            STATS.held.add(e.pages, Relaxed);
+            continue;
+        }
+        books.release(e.pages.max(1));
+        dropped += count(e, r);
+    }
+    dropped
+}
+
+/// Tries the entries held busy once more, after draining every CPU's LRU batches; returns the
+/// pages dropped from the page cache.
+fn retry_held() -> u64 {
+    let mut batch = [Entry::default(); HELD_MAX];
+    let mut res = [Evict::Gone; HELD_MAX];
+    let n = PARTITION.lock().held.take(&mut batch);
+    if n == 0 {
+        return 0;
+    }
+    glue::lru_add_drain_all();
+    for (b, r) in batch[..n]
+        .chunks(EVICT_BATCH)
+        .zip(res[..n].chunks_mut(EVICT_BATCH))
+    {
+        evict_batch(b, r);
+    }
+    settle(&batch[..n], &res[..n])
 }
 
 /// The limit, readable without the lock: 0 turns GPU read-ahead off.
@@ -223,6 +309,7 @@ struct Stats {
     evictor_runs: Atomic<u64>,
     promoted: Atomic<u64>,
     busy: Atomic<u64>,
+    held: Atomic<u64>,
     gone: Atomic<u64>,
     bridged: Atomic<u64>,
 }
@@ -234,6 +321,7 @@ static STATS: Stats = Stats {
     evictor_runs: Atomic::new(0),
     promoted: Atomic::new(0),
     busy: Atomic::new(0),
+    held: Atomic::new(0),
     gone: Atomic::new(0),
     bridged: Atomic::new(0),
 };
@@ -282,6 +370,18 @@ fn evict(e: Entry) -> u64 {
     count(&e, e.evict())
 }
 
+/// Evicts an entry that left the partition's ring to make room in it, keeping it in `held` if
+/// its folio is busy; returns the pages dropped from the page cache and the pages held.
+fn evict_or_hold(e: Entry, held: &mut Held) -> (u64, u64) {
+    match e.evict() {
+        Evict::Busy if held.put(e) => {
+            STATS.held.add(e.pages, Relaxed);
+            (0, e.pages)
+        }
+        r => (count(&e, r), 0),
+    }
+}
+
 /// Evicts `batch`, entries that left the partition, a run of entries of one file at a time;
 /// `res` receives what was done with each.
 fn evict_batch(batch: &[Entry], res: &mut [Evict]) {
@@ -299,12 +399,17 @@ fn evict_batch(batch: &[Entry], res: &mut [Evict]) {
     }
 }
 
-/// Puts `e` into the partition as its newest entry, evicting the oldest ones to make room; an
-/// entry larger than the whole limit is evicted itself. Returns the pages admitted and the
-/// pages dropped from the page cache.
-fn put(books: &mut Partition, slots: &mut [Entry], e: Entry) -> (u64, u64) {
+/// Puts `e` into the partition as its newest entry, evicting the oldest ones to make room (the
+/// busy ones are held); an entry that does not fit is evicted itself. Returns the pages
+/// admitted and the pages dropped from the page cache.
+fn put(books: &mut Partition, slots: &mut [Entry], held: &mut Held, e: Entry) -> (u64, u64) {
     let mut dropped = 0;
-    if books.push(slots, e, |old| dropped += evict(old)) {
+    let pushed = books.push(slots, e, |old| {
+        let (gone, kept) = evict_or_hold(old, held);
+        dropped += gone;
+        kept
+    });
+    if pushed {
         (e.pages, dropped)
     } else {
         (0, dropped + evict(e))
@@ -325,10 +430,13 @@ pub(crate) fn set_limit(pages: u64) -> Result {
     let Part {
         books: old,
         slots: old_slots,
+        held,
         ..
     } = &mut *part;
+    // The entries held busy, and those the evictor is at work on, stay counted.
+    books.hold(old.held());
     while let Some(e) = old.pop(old_slots) {
-        put(&mut books, &mut slots, e);
+        put(&mut books, &mut slots, held, e);
     }
     part.books = books;
     part.slots = slots;
@@ -359,6 +467,7 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
         let Part {
             books,
             slots,
+            held,
             marks,
             evictor,
         } = &mut *part;
@@ -369,7 +478,7 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
                 index: f.index,
                 pages: f.pages,
             };
-            let (kept, dropped) = put(books, slots, e);
+            let (kept, dropped) = put(books, slots, held, e);
             admitted += kept;
             evicted += dropped;
         }
@@ -424,9 +533,13 @@ pub(crate) fn bridge_lead(ra_pages: u32) -> u32 {
 
 /// Writes the partition's lines of `/sys/kernel/spin/stat`.
 pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
-    let pages = PARTITION.lock().books.pages();
+    let (pages, held) = {
+        let part = PARTITION.lock();
+        (part.books.pages(), part.books.held())
+    };
     let v = |a: &Atomic<u64>| a.load(Relaxed);
     writeln!(f, "ra_partition_pages {pages}")?;
+    writeln!(f, "ra_partition_held {held}")?;
     writeln!(f, "ra_partition_limit {}", LIMIT.load(Relaxed))?;
     writeln!(f, "ra_pages_admitted {}", v(&STATS.admitted))?;
     writeln!(f, "ra_pages_evicted {}", v(&STATS.evicted))?;
@@ -434,6 +547,7 @@ pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
     writeln!(f, "ra_evictor_runs {}", v(&STATS.evictor_runs))?;
     writeln!(f, "ra_pages_promoted {}", v(&STATS.promoted))?;
     writeln!(f, "ra_pages_busy {}", v(&STATS.busy))?;
+    writeln!(f, "ra_pages_held {}", v(&STATS.held))?;
     writeln!(f, "ra_pages_gone {}", v(&STATS.gone))?;
     writeln!(f, "ra_windows_bridged {}", v(&STATS.bridged))
 }

@@ -115,6 +115,7 @@ pub const CASES: &[Case] = &[
     ("readahead_prefetch_rule", readahead_prefetch_rule),
     ("partition_bounds_pages_fifo", partition_bounds_pages_fifo),
     ("partition_rebuilt_smaller", partition_rebuilt_smaller),
+    ("partition_holds_busy_pages", partition_holds_busy_pages),
     ("partition_watermarks_order", partition_watermarks_order),
     ("readahead_leg_in_window", readahead_leg_in_window),
     ("readahead_bridge_range", readahead_bridge_range),
@@ -769,6 +770,7 @@ pub fn partition_bounds_pages_fifo() -> Result<(), CaseError> {
         check!(p.push(&mut slots, Entry(id, 1), |e| {
             evicted[n] = e.0;
             n += 1;
+            0
         }));
     }
     check!(n == 0 && p.len() == 6 && p.pages() == 6);
@@ -776,17 +778,22 @@ pub fn partition_bounds_pages_fifo() -> Result<(), CaseError> {
     check!(p.push(&mut slots, Entry(7, 4), |e| {
         evicted[n] = e.0;
         n += 1;
+        0
     }));
     check!(n == 2 && evicted[..2] == [1, 2]);
     check!(p.pages() == 8 && p.len() == 5);
     // Larger than the whole limit: refused, nothing evicted.
-    check!(!p.push(&mut slots, Entry(8, 9), |_| n += 100));
+    check!(!p.push(&mut slots, Entry(8, 9), |_| {
+        n += 100;
+        0
+    }));
     check!(n == 2 && p.pages() == 8);
     // Eight one-page entries: the older ones go, in order, and the ring wraps.
     for id in 10..18 {
         check!(p.push(&mut slots, Entry(id, 1), |e| {
             evicted[n] = e.0;
             n += 1;
+            0
         }));
         check!(p.pages() <= p.limit());
     }
@@ -796,6 +803,7 @@ pub fn partition_bounds_pages_fifo() -> Result<(), CaseError> {
     check!(p.push(&mut slots, Entry(18, 1), |e| {
         evicted[n] = e.0;
         n += 1;
+        0
     }));
     check!(n == 8 && evicted[7] == 10);
     for want in 11..19 {
@@ -803,7 +811,7 @@ pub fn partition_bounds_pages_fifo() -> Result<(), CaseError> {
     }
     check!(p.pop(&slots).is_none() && p.is_empty() && p.pages() == 0);
     // No slots: nothing is admitted.
-    check!(!Partition::new(8).push(&mut [] as &mut [Entry], Entry(1, 1), |_| ()));
+    check!(!Partition::new(8).push(&mut [] as &mut [Entry], Entry(1, 1), |_| 0));
     Ok(())
 }
 
@@ -812,7 +820,7 @@ pub fn partition_rebuilt_smaller() -> Result<(), CaseError> {
     let mut old_slots = [Entry(0, 1); 6];
     let mut old = Partition::new(6);
     for id in 1..=6 {
-        check!(old.push(&mut old_slots, Entry(id, 1), |_| ()));
+        check!(old.push(&mut old_slots, Entry(id, 1), |_| 0));
     }
     let mut new_slots = [Entry(0, 1); 2];
     let mut new = Partition::new(2);
@@ -822,11 +830,60 @@ pub fn partition_rebuilt_smaller() -> Result<(), CaseError> {
         new.push(&mut new_slots, e, |v| {
             evicted[n] = v.0;
             n += 1;
+            0
         });
     }
     check!(evicted[..n] == [1, 2, 3, 4]);
     check!(new.pop(&new_slots) == Some(Entry(5, 1)));
     check!(new.pop(&new_slots) == Some(Entry(6, 1)));
+    Ok(())
+}
+
+/// Pages that eviction found busy stay counted against the limit until released: the
+/// partition evicts more to make room for them, and admits nothing that would not fit.
+pub fn partition_holds_busy_pages() -> Result<(), CaseError> {
+    let mut slots = [Entry(0, 1); 8];
+    let mut p = Partition::new(8);
+    for id in 1..=8 {
+        check!(p.push(&mut slots, Entry(id, 1), |_| 0));
+    }
+    // Entry 1 is busy (held), so entry 2 goes as well to make room for a 2-page folio.
+    let mut evicted = [0u32; 8];
+    let mut n = 0;
+    check!(p.push(&mut slots, Entry(9, 2), |e| {
+        evicted[n] = e.0;
+        n += 1;
+        if e.0 == 1 {
+            e.1
+        } else {
+            0
+        }
+    }));
+    check!(evicted[..n] == [1, 2, 3]);
+    check!(p.held() == 1 && p.queued() == 7 && p.pages() == 8);
+    // The held page is released: room for one more without evicting.
+    p.release(1);
+    check!(p.push(&mut slots, Entry(10, 1), |_| 100));
+    check!(p.pages() == 8 && p.held() == 0);
+    // An evictor takes the two oldest out, held while it works on them; the partition's
+    // pages do not drop until it releases them.
+    check!(p.pop_held(&slots) == Some(Entry(4, 1)));
+    check!(p.pop_held(&slots) == Some(Entry(5, 1)));
+    check!(p.pages() == 8 && p.held() == 2 && p.queued() == 6);
+    // Every entry busy and held: a 4-page folio evicts the whole ring, still does not fit.
+    let mut m = 0;
+    check!(!p.push(&mut slots, Entry(11, 4), |e| {
+        m += 1;
+        e.1 * 10
+    }));
+    check!(m == 5 && p.is_empty() && p.held() == 8 && p.pages() == 8);
+    p.release(8);
+    check!(p.pages() == 0);
+    // Held pages from a larger partition (`hold`) are made room for by the next push.
+    p.hold(9);
+    check!(!p.push(&mut slots, Entry(12, 1), |_| 0));
+    p.release(2);
+    check!(p.push(&mut slots, Entry(12, 1), |_| 0) && p.pages() == 8);
     Ok(())
 }
 

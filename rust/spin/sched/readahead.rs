@@ -186,15 +186,22 @@ pub trait Weighted: Copy {
 /// ring's capacity in entries. Every entry holds at least one page, so a slice of `limit`
 /// entries never runs out of room before the page limit is reached.
 ///
+/// Besides its entries, the partition counts *held* pages: entries that left the ring but whose
+/// folios are still in the page cache, because eviction found them busy or is still at work on
+/// them. Held pages count against the limit until the caller releases them, so that the pages
+/// the partition leaves in the page cache never exceed it.
+///
 /// # Invariants
 ///
 /// `len <= slots.len()` of the slice in use, `head < slots.len()` unless it is empty, and
-/// `pages` is the sum of the pages of the `len` entries from `head` on, at most `limit`.
+/// `pages` is the sum of the pages of the `len` entries from `head` on. `pages + held` is at
+/// most `limit` except after [`Partition::hold`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Partition {
     head: usize,
     len: usize,
     pages: u64,
+    held: u64,
     limit: u64,
 }
 
@@ -205,6 +212,7 @@ impl Partition {
             head: 0,
             len: 0,
             pages: 0,
+            held: 0,
             limit,
         }
     }
@@ -219,9 +227,19 @@ impl Partition {
         self.len == 0
     }
 
-    /// The pages the entries hold.
+    /// The pages the partition accounts for: those of its entries and those held.
     pub fn pages(&self) -> u64 {
+        self.pages.saturating_add(self.held)
+    }
+
+    /// The pages of the entries in the ring.
+    pub fn queued(&self) -> u64 {
         self.pages
+    }
+
+    /// The pages held: out of the ring, not released yet.
+    pub fn held(&self) -> u64 {
+        self.held
     }
 
     /// The most pages the partition holds.
@@ -237,25 +255,59 @@ impl Partition {
         let e = *slots.get(self.head)?;
         self.head = (self.head + 1) % slots.len();
         self.len -= 1;
-        self.pages = self.pages.saturating_sub(e.pages());
+        self.pages = self.pages.saturating_sub(e.pages().max(1));
         Some(e)
     }
 
+    /// Removes and returns the oldest entry, its pages held until [`Partition::release`]d: for
+    /// a caller that evicts it later.
+    pub fn pop_held<E: Weighted>(&mut self, slots: &[E]) -> Option<E> {
+        let e = self.pop(slots)?;
+        self.hold(e.pages().max(1));
+        Some(e)
+    }
+
+    /// Counts `pages` more as held, even beyond the limit: entries that the next
+    /// [`Partition::push`]es make room for.
+    pub fn hold(&mut self, pages: u64) {
+        self.held = self.held.saturating_add(pages);
+    }
+
+    /// Stops counting `pages` held pages: their folios left the page cache, or are no longer
+    /// the partition's.
+    pub fn release(&mut self, pages: u64) {
+        self.held = self.held.saturating_sub(pages);
+    }
+
     /// Adds `e` as the newest entry, first handing the oldest entries to `evict` until it fits
-    /// in both the page limit and the slots.
+    /// in both the page limit and the slots. `evict` returns the pages of the entry it was
+    /// given that stay in the page cache (a busy folio) and are to be held, at most the
+    /// entry's own.
     ///
     /// Returns `false`, and evicts nothing, if `e` alone holds more than the limit (or there
-    /// are no slots): the caller then treats it as not admitted.
-    pub fn push<E: Weighted>(&mut self, slots: &mut [E], e: E, mut evict: impl FnMut(E)) -> bool {
+    /// are no slots); returns `false` also if the held pages leave no room for `e` with the
+    /// ring empty. The caller then treats `e` as not admitted.
+    pub fn push<E: Weighted>(
+        &mut self,
+        slots: &mut [E],
+        e: E,
+        mut evict: impl FnMut(E) -> u64,
+    ) -> bool {
         let pages = e.pages().max(1);
         if pages > self.limit || slots.is_empty() {
             return false;
         }
-        while self.pages + pages > self.limit || self.len == slots.len() {
+        while self.pages() + pages > self.limit || self.len == slots.len() {
             match self.pop(slots) {
-                Some(old) => evict(old),
+                Some(old) => {
+                    let kept = evict(old).min(old.pages().max(1));
+                    self.hold(kept);
+                }
                 None => break,
             }
+        }
+        if self.pages() + pages > self.limit {
+            return false;
         }
         let at = (self.head + self.len) % slots.len();
         slots[at] = e;

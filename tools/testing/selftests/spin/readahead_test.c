@@ -24,7 +24,11 @@
  *    next uncached chunk ahead before the stream reaches it (a window
  *    "bridged" across the cached pages), so no read-ahead request misses;
  *  - a hole punched and a truncate while a stream runs: the GPU gets the
- *    data, zeros in the hole, and nothing past the new end.
+ *    data, zeros in the hole, and nothing past the new end;
+ *  - on xfs, folios that eviction finds busy (fault injection,
+ *    fail_spin_evict) stay counted until the evictor tries them again: the
+ *    bound holds and, after the stream, nothing is held or resident outside
+ *    the partition.
  * Then the knob /sys/kernel/spin/ra_partition_pages: its default, bad values,
  * and 0, which turns GPU read-ahead off.
  */
@@ -298,6 +302,7 @@ static void four_streams(struct fs *fs)
 	char path[STREAMS][PATH_MAX], name[16], why[256];
 	long long req0 = spin_stat_get(fs->stat, "ra_requests"), req1;
 	long long busy0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy"), busy1;
+	long long held0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_held"), held1;
 	long long ev0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted"), ev1;
 	long long bg0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background"), bg1;
 	pid_t pid[STREAMS];
@@ -337,11 +342,14 @@ static void four_streams(struct fs *fs)
 	} while (live);
 	req1 = spin_stat_get(fs->stat, "ra_requests");
 	busy1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy");
+	held1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_held");
 	ev1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted");
 	bg1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background");
 	/* What the partition did meanwhile: the first thing to look at past the bound. */
-	ksft_print_msg("%s: four streams: %lld pages evicted (%lld by readers), %lld found busy\n",
-		       fs->name, ev1 - ev0, (ev1 - ev0) - (bg1 - bg0), busy1 - busy0);
+	ksft_print_msg("%s: four streams: %lld pages evicted (%lld by readers)\n",
+		       fs->name, ev1 - ev0, (ev1 - ev0) - (bg1 - bg0));
+	ksft_print_msg("%s: four streams: %lld pages found busy and held, %lld forgotten\n",
+		       fs->name, held1 - held0, busy1 - busy0);
 	ksft_test_result(!fails && !b.bad && b.max <= LIMIT &&
 			 req1 - req0 == (long long)(STREAMS * pages),
 			 "%s: four concurrent GPU streams: at most %ld pages of the four files resident (partition %d), %lld read-ahead requests\n",
@@ -619,6 +627,78 @@ static void test_dirty(struct fs *fs)
 	unlink(path);
 }
 
+/* ---- busy folios are held --------------------------------------------- */
+
+#define FAIL_EVICT "/sys/kernel/debug/fail_spin_evict"
+
+/* Let fail_spin_evict find the next @times eviction batches busy (0: off). */
+static int fail_evict(int times)
+{
+	char v[16];
+
+	snprintf(v, sizeof(v), "%d", times);
+	if (spin_write_file(FAIL_EVICT "/probability", times ? "100" : "0") ||
+	    spin_write_file(FAIL_EVICT "/interval", "1") ||
+	    spin_write_file(FAIL_EVICT "/verbose", "0"))
+		return -1;
+	return spin_write_file(FAIL_EVICT "/times", times ? v : "0");
+}
+
+/*
+ * Folios that eviction finds busy (here by fault injection: the first two
+ * eviction batches of a stream, at most 32 folios, as many as the partition
+ * holds busy) stay counted in the partition until its evictor tries them
+ * again: the bound holds during the stream, and after it nothing is held and
+ * every resident page of the file is one the partition books. Before, busy
+ * folios left the books and stayed resident past the bound.
+ */
+static void test_held(struct fs *fs)
+{
+	size_t pages = 4 * LIMIT, len = pages * PG;
+	struct bound b = { .nr = 1, .pages = pages };
+	long long held0, held1, busy0, busy1, hp = -1, part = -1, done;
+	char path[PATH_MAX], why[256] = "";
+	long res = -1;
+	int ok, bytes_ok;
+
+	if (access(FAIL_EVICT, F_OK)) {
+		ksft_test_result_fail("%s: %s is absent: this test needs the debug kernel\n",
+				      fs->name, FAIL_EVICT);
+		return;
+	}
+	b.fd[0] = make_named(fs, "held", pages, fs->seed + 30, path);
+	if (b.fd[0] < 0)
+		ksft_exit_fail_msg("%s: held file: %s\n", fs->name, strerror(errno));
+	held0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_held");
+	busy0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy");
+	if (fail_evict(2))
+		ksft_exit_fail_msg("%s: %s\n", FAIL_EVICT, strerror(errno));
+	done = stream(b.fd[0], 0, len, PG, 16, sample_bound, &b);
+	fail_evict(0);
+	for (int i = 0; i < 300; i++) {
+		hp = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
+		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_pages");
+		res = resident(b.fd[0], pages, NULL);
+		if (hp == 0 && part >= 0 && res >= 0 && res <= part)
+			break;
+		/* The evictor tries held folios when a reader wakes it: read on. */
+		if (i % 50 == 49)
+			stream(b.fd[0], 0, len, PG, 16, sample_bound, &b);
+		usleep(10000);
+	}
+	held1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_held");
+	busy1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy");
+	bytes_ok = done == (long long)len && !gpu_ok(0, len, fs->seed + 30, 0, why, sizeof(why));
+	ok = bytes_ok && !b.bad && b.max <= LIMIT && held1 > held0 && busy1 == busy0 &&
+	     hp == 0 && res >= 0 && res <= part;
+	ksft_test_result(ok,
+			 "%s: folios found busy are held: %lld pages held, %lld forgotten; at most %ld resident (partition %d); after the stream %lld held, %lld in the partition, %ld of the file resident; %lld of %zu bytes right%s%s\n",
+			 fs->name, held1 - held0, busy1 - busy0, b.max, LIMIT, hp, part, res,
+			 bytes_ok ? done : 0, len, bytes_ok ? "" : ": ", bytes_ok ? "" : why);
+	close(b.fd[0]);
+	unlink(path);
+}
+
 /* ---- truncate and hole punch under a stream --------------------------- */
 
 static void test_punch(struct fs *fs)
@@ -733,7 +813,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 18 + 2);
+	ksft_set_plan(ARRAY_SIZE(all) * 18 + 3);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
@@ -762,6 +842,8 @@ int main(void)
 		test_punch(fs);
 		if (i == 0)
 			test_knob(fs);
+		else
+			test_held(fs);
 		mounted[i] = NULL;
 		if (umount(fs->dir))
 			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));

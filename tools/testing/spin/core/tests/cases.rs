@@ -53,6 +53,7 @@ cases!(
     readahead_prefetch_rule,
     partition_bounds_pages_fifo,
     partition_rebuilt_smaller,
+    partition_holds_busy_pages,
     partition_watermarks_order,
     readahead_leg_in_window,
     readahead_bridge_range,

@@ -2,7 +2,8 @@
 
 //! Property tests of the GPU read-ahead partition's bookkeeping (rust/spin/sched/readahead.rs)
 //! against a plain `VecDeque` model: the same entries are evicted in the same order, the page
-//! limit is never exceeded, and rebuilding into a smaller ring keeps the newest entries.
+//! limit is never exceeded with the pages found busy held, and rebuilding into a smaller ring
+//! keeps the newest entries.
 
 use proptest::prelude::*;
 use spin_core::sched::readahead::{Partition, Weighted};
@@ -22,32 +23,55 @@ proptest! {
     fn partition_matches_fifo_model(
         limit in 1u64..64,
         slots_len in 1usize..64,
-        ops in prop::collection::vec((0u8..4, 1u64..9), 0..400),
+        ops in prop::collection::vec((0u8..6, 1u64..9), 0..400),
+        busy_every in 0u32..5,
     ) {
         let mut slots = vec![Folio(0, 1); slots_len];
         let mut p = Partition::new(limit);
         let mut model: VecDeque<Folio> = VecDeque::new();
+        let mut held = 0u64;
+        // Entry `id` is found busy when evicted if `busy_every` divides it (never for 0).
+        let busy = |id: u32| busy_every != 0 && id % busy_every == 0;
+        let sum = |m: &VecDeque<Folio>| m.iter().map(|e| e.1).sum::<u64>();
         for (id, (op, pages)) in ops.into_iter().enumerate() {
             let f = Folio(id as u32, pages);
             if op == 0 {
                 prop_assert_eq!(p.pop(&slots), model.pop_front());
+            } else if op == 1 {
+                let e = p.pop_held(&slots);
+                prop_assert_eq!(e, model.pop_front());
+                held += e.map_or(0, |e| e.1);
+            } else if op == 2 {
+                p.release(pages);
+                held = held.saturating_sub(pages);
             } else {
                 let mut got = Vec::new();
-                let admitted = p.push(&mut slots, f, |e| got.push(e));
+                let admitted = p.push(&mut slots, f, |e| {
+                    got.push(e);
+                    if busy(e.0) { e.1 } else { 0 }
+                });
                 let mut want = Vec::new();
+                let mut fits = false;
                 if pages <= limit {
-                    while model.iter().map(|e| e.1).sum::<u64>() + pages > limit
-                        || model.len() == slots_len
-                    {
-                        want.push(model.pop_front().unwrap());
+                    while sum(&model) + held + pages > limit || model.len() == slots_len {
+                        let Some(old) = model.pop_front() else { break };
+                        if busy(old.0) {
+                            held += old.1;
+                        }
+                        want.push(old);
                     }
-                    model.push_back(f);
+                    fits = sum(&model) + held + pages <= limit;
+                    if fits {
+                        model.push_back(f);
+                    }
                 }
-                prop_assert_eq!(admitted, pages <= limit);
+                prop_assert_eq!(admitted, fits);
                 prop_assert_eq!(got, want);
             }
             prop_assert!(p.pages() <= p.limit());
-            prop_assert_eq!(p.pages(), model.iter().map(|e| e.1).sum::<u64>());
+            prop_assert_eq!(p.held(), held);
+            prop_assert_eq!(p.queued(), sum(&model));
+            prop_assert_eq!(p.pages(), sum(&model) + held);
             prop_assert_eq!(p.len(), model.len());
         }
         // Rebuilding into a smaller ring (as the kernel does when the limit changes) keeps, in
@@ -58,7 +82,7 @@ proptest! {
         let mut want: VecDeque<Folio> = VecDeque::new();
         while let Some(e) = p.pop(&slots) {
             prop_assert_eq!(Some(e), model.pop_front());
-            let admitted = q.push(&mut new_slots, e, |_| ());
+            let admitted = q.push(&mut new_slots, e, |_| 0);
             prop_assert_eq!(admitted, e.1 <= small);
             if admitted {
                 while want.iter().map(|e| e.1).sum::<u64>() + e.1 > small
