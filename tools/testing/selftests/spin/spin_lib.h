@@ -25,8 +25,9 @@
 /*
  * mkfs.ext4 for the tests: the inode tables and the journal are zeroed by
  * mkfs itself, so that no ext4lazyinit thread writes to the disk under a
- * test. Measured in the debug guest: a 12 MiB write + fsync on a fresh ext4
- * took 6.4-8.0 s with lazy init and 3.9-4.5 s without, mkfs 4.7 s and 3.6 s.
+ * test. One trial in the debug guest (2026-11-26) had a 12 MiB write + fsync
+ * at 3.9-4.5 s instead of 6.4-8.0 s, but in make test ext4 stayed as slow as
+ * before (async_test: 7-16 s per request, xfs 1.6-6.4 s).
  */
 #define SPIN_MKFS_EXT4 "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0"
 

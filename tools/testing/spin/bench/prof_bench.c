@@ -63,9 +63,10 @@
 #define MAX_SYMS 200000
 #define RING_PAGES 256
 #define MAX_ORDER_SEEN 10
-#define POS_BUCKETS 32
+#define POS_BUCKETS 32		/* 64 KiB each over a 2 MiB pair of chunks */
 #define ANNOT_MAX 65536		/* bytes of the annotated function looked at */
-#define ANNOT_TOP 40		/* 64 KiB each over a 2 MiB pair of chunks */
+#define ANNOT_TOP 40
+#define US_PER_SAMPLE 100.0	/* the sample period: 100 us of CPU */
 #define TRACING "/sys/kernel/tracing"
 #define ADD_EVENT TRACING "/events/filemap/mm_filemap_add_to_page_cache/enable"
 #ifndef ARRAY_SIZE
@@ -348,6 +349,12 @@ static uint64_t rng(void)
 	return bench_rng(&rng_state);
 }
 
+/* Seconds from @a to @b. */
+static double tv_diff(const struct timeval *a, const struct timeval *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_usec - a->tv_usec) / 1e6;
+}
+
 /*
  * Timed passes in the current mode, sampled into @p, until @secs of them;
  * returns MB/s and adds the requests to *@reqs. A pass reads the file once
@@ -355,11 +362,6 @@ static uint64_t rng(void)
  * again (untimed): a pass over pages an earlier pass left cached would
  * measure the page cache's reuse, not the cell.
  */
-static double tv_diff(const struct timeval *a, const struct timeval *b)
-{
-	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_usec - a->tv_usec) / 1e6;
-}
-
 static double run(struct prof *p, struct prof *o, long *reqs)
 {
 	long n = 0, slots = FILE_LEN / size;
@@ -508,7 +510,7 @@ static int cmp_row(const void *a, const void *b)
 /* The hottest kernel functions of @p, in time per request of @reqs. */
 static void print_top(const struct prof *p, struct row *rows, long reqs)
 {
-	double us = 1e6 / 10000.0;	/* one sample: 100 us of CPU */
+	double us = US_PER_SAMPLE;
 
 	printf("| function | share | us per request |\n| --- | --- | --- |\n");
 	for (int i = 0; i <= nsyms; i++)
@@ -521,40 +523,26 @@ static void print_top(const struct prof *p, struct row *rows, long reqs)
 	printf("| all kernel samples | 100%% | %.2f |\n", p->samples * us / reqs);
 }
 
-/* The annotated function's hottest offsets in either mode, both modes' time. */
+/* The annotated function's hottest offsets in the two modes together, both modes' time. */
 static void print_annot(const struct prof *p, const long *reqs)
 {
-	double us = 1e6 / 10000.0;	/* one sample: 100 us of CPU */
-	static unsigned int off[ANNOT_TOP];
-	int n = 0;
+	struct row *rows = calloc(ANNOT_MAX, sizeof(*rows));
 
+	if (!rows)
+		die("no memory");
+	for (int o = 0; o < ANNOT_MAX; o++)
+		rows[o] = (struct row){ o, p[0].annot[o] + p[1].annot[o] };
+	qsort(rows, ANNOT_MAX, sizeof(*rows), cmp_row);
 	printf("\n## %s by offset (us per request)\n\n| offset | auto | pagecache |\n"
 	       "| --- | --- | --- |\n", syms[annot_sym].name);
-	/* Selection of the ANNOT_TOP offsets with the most samples in the two modes. */
-	for (unsigned int o = 0; o < ANNOT_MAX; o++) {
-		unsigned int h = p[0].annot[o] + p[1].annot[o];
-		int i;
+	for (int i = 0; i < ANNOT_TOP && rows[i].hits; i++) {
+		int o = rows[i].sym;
 
-		if (!h)
-			continue;
-		if (n < ANNOT_TOP)
-			off[n++] = o;
-		else if (h <= p[0].annot[off[n - 1]] + p[1].annot[off[n - 1]])
-			continue;
-		else
-			off[n - 1] = o;
-		for (i = n - 1; i > 0 && p[0].annot[off[i]] + p[1].annot[off[i]] >
-				    p[0].annot[off[i - 1]] + p[1].annot[off[i - 1]]; i--) {
-			unsigned int t = off[i];
-
-			off[i] = off[i - 1];
-			off[i - 1] = t;
-		}
+		printf("| +0x%x | %.2f | %.2f |\n", o,
+		       reqs[0] ? p[0].annot[o] * US_PER_SAMPLE / reqs[0] : 0.0,
+		       reqs[1] ? p[1].annot[o] * US_PER_SAMPLE / reqs[1] : 0.0);
 	}
-	for (int i = 0; i < n; i++)
-		printf("| +0x%x | %.2f | %.2f |\n", off[i],
-		       reqs[0] ? p[0].annot[off[i]] * us / reqs[0] : 0.0,
-		       reqs[1] ? p[1].annot[off[i]] * us / reqs[1] : 0.0);
+	free(rows);
 }
 
 int main(void)
