@@ -71,8 +71,7 @@ static int fresh_file(struct fs *fs)
 	int fd = open(fs->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 
 	spin_pattern_fill(host, 0, FILE_LEN, fs->seed);
-	if (fd < 0 || pwrite(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN || fsync(fd) ||
-	    spin_uncache(fd)) {
+	if (fd < 0 || spin_write_uncached(fd, host, FILE_LEN, 0)) {
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -88,7 +87,7 @@ static int written_ok(struct fs *fs, int fd, uint64_t seed, char *why, size_t wl
 {
 	ssize_t bad;
 
-	if (spin_uncache(fd) || pread(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
+	if (spin_read_uncached(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
 		snprintf(why, wl, "reading back: %s", strerror(errno));
 		return -1;
 	}

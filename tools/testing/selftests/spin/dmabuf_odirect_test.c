@@ -42,10 +42,9 @@ static void write_pattern(int fd, uint64_t seed)
 
 	for (off_t off = 0; off < (off_t)DATA_LEN; off += 8 * MiB) {
 		spin_pattern_fill(buf, off, 8 * MiB, seed);
-		if (pwrite(fd, buf, 8 * MiB, off) != (ssize_t)(8 * MiB))
+		if (spin_write_uncached(fd, buf, 8 * MiB, off))
 			ksft_exit_fail_msg("writing test data: %s\n", strerror(errno));
 	}
-	fsync(fd);
 	free(buf);
 }
 
@@ -111,7 +110,7 @@ static int run(const char *cmd)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* mkfs + mount @dev at @dir, then a pattern file "data" written through the page cache. */
+/* mkfs + mount @dev at @dir, then an uncached pattern file "data". */
 static int fs_file(const char *mkfs, const char *type, const char *dev, const char *dir)
 {
 	char cmd[256], path[PATH_MAX];
@@ -126,8 +125,6 @@ static int fs_file(const char *mkfs, const char *type, const char *dev, const ch
 	if (fd < 0)
 		ksft_exit_fail_msg("%s: %s\n", path, strerror(errno));
 	write_pattern(fd, 32);
-	if (spin_uncache(fd))
-		ksft_print_msg("dropping %s from the page cache: %s\n", path, strerror(errno));
 	close(fd);
 	return open(path, O_RDWR | O_DIRECT);
 }

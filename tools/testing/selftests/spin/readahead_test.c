@@ -119,7 +119,7 @@ static long resident(int fd, size_t pages, unsigned char *vec)
 	return n;
 }
 
-/* A pattern file of @pages pages at @path, written back and dropped from the cache. */
+/* A pattern file of @pages pages at @path, on the disk and not in the page cache. */
 static int make_file(const char *path, size_t pages, uint64_t seed)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -130,11 +130,9 @@ static int make_file(const char *path, size_t pages, uint64_t seed)
 		size_t n = pages * PG - off < 16 * MiB ? pages * PG - off : 16 * MiB;
 
 		spin_pattern_fill(host, off, n, seed);
-		if (pwrite(fd, host, n, off) != (ssize_t)n)
+		if (spin_write_uncached(fd, host, n, off))
 			goto fail;
 	}
-	if (fsync(fd) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED))
-		goto fail;
 	return fd;
 fail:
 	close(fd);

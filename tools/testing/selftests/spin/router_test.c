@@ -1304,8 +1304,7 @@ static int make_file(const char *path, size_t pages, uint64_t seed)
 	if (fd < 0)
 		return -1;
 	spin_pattern_fill(host, 0, pages * PG, seed);
-	if (pwrite(fd, host, pages * PG, 0) != (ssize_t)(pages * PG) || fsync(fd) ||
-	    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)) {
+	if (spin_write_uncached(fd, host, pages * PG, 0)) {
 		close(fd);
 		return -1;
 	}
@@ -2009,7 +2008,7 @@ static void fs_setup(struct fs *fs, long long size)
 		size_t n = size - off < (long long)SMALL_LEN ? (size_t)(size - off) : SMALL_LEN;
 
 		spin_pattern_fill(host, off, n, fs->seed);
-		if (pwrite(fs->fd, host, n, off) != (ssize_t)n)
+		if (spin_write_uncached(fs->fd, host, n, off))
 			ksft_exit_fail_msg("writing %s: %s\n", fs->path, strerror(errno));
 	}
 	if (fsync(fs->fd) || fstat(fs->fd, &fs->st))

@@ -33,6 +33,8 @@
 
 double spin_now(void);
 int spin_uncache(int fd);
+int spin_write_uncached(int fd, const void *buf, size_t len, off_t off);
+ssize_t spin_read_uncached(int fd, void *buf, size_t len, off_t off);
 int spin_read_file(const char *path, char *buf, size_t len);
 long long spin_read_ll(const char *path);
 int spin_write_file(const char *path, const char *val);

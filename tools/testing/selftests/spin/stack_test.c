@@ -515,7 +515,7 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 	/* The file, written by the CPU, then read uncached into GPU memory. */
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, FILE_LEN, 7);
-	ok = fd >= 0 && pwrite(fd, host, FILE_LEN, 0) == (ssize_t)FILE_LEN && !spin_uncache(fd);
+	ok = fd >= 0 && !spin_write_uncached(fd, host, FILE_LEN, 0);
 	if (!ok)
 		snprintf(why, sizeof(why), "writing the file: %s", strerror(errno));
 	trace_clear();
@@ -577,12 +577,8 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 			 b.w_p2p - a.w_p2p);
 		ok = 0;
 	}
-	if (ok && spin_uncache(fd)) {
-		snprintf(why, sizeof(why), "dropping the file's pages: %s", strerror(errno));
-		ok = 0;
-	}
-	if (ok && pread(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
-		snprintf(why, sizeof(why), "CPU read: %s", strerror(errno));
+	if (ok && spin_read_uncached(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN) {
+		snprintf(why, sizeof(why), "CPU read of the uncached file: %s", strerror(errno));
 		ok = 0;
 	}
 	if (ok) {
