@@ -629,19 +629,6 @@ static void test_dirty(struct fs *fs)
 
 #define FAIL_EVICT "/sys/kernel/debug/fail_spin_evict"
 
-/* Let fail_spin_evict find the next @times eviction batches busy (0: off). */
-static int fail_evict(int times)
-{
-	char v[16];
-
-	snprintf(v, sizeof(v), "%d", times);
-	if (spin_write_file(FAIL_EVICT "/probability", times ? "100" : "0") ||
-	    spin_write_file(FAIL_EVICT "/interval", "1") ||
-	    spin_write_file(FAIL_EVICT "/verbose", "0"))
-		return -1;
-	return spin_write_file(FAIL_EVICT "/times", times ? v : "0");
-}
-
 /*
  * Folios that eviction finds busy (here by fault injection: the first two
  * eviction batches of a stream, at most 32 folios, as many as the partition
@@ -669,10 +656,10 @@ static void test_held(struct fs *fs)
 		ksft_exit_fail_msg("%s: held file: %s\n", fs->name, strerror(errno));
 	held0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_held");
 	busy0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy");
-	if (fail_evict(2))
+	if (spin_fault_times(FAIL_EVICT, 2))
 		ksft_exit_fail_msg("%s: %s\n", FAIL_EVICT, strerror(errno));
 	done = stream(b.fd[0], 0, len, PG, 16, sample_bound, &b);
-	fail_evict(0);
+	spin_fault_times(FAIL_EVICT, 0);
 	for (int i = 0; i < 300; i++) {
 		hp = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
 		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_pages");

@@ -155,14 +155,7 @@ static void test_top(void)
 /* Let fail_spin_plan fail the next @times plannings (0: off). */
 static int fail_plan(int times)
 {
-	char v[16];
-
-	snprintf(v, sizeof(v), "%d", times);
-	if (spin_write_file(FAIL_DIR "/probability", times ? "100" : "0") ||
-	    spin_write_file(FAIL_DIR "/interval", "1") ||
-	    spin_write_file(FAIL_DIR "/verbose", "0"))
-		return -1;
-	return spin_write_file(FAIL_DIR "/times", times ? v : "0");
+	return spin_fault_times(FAIL_DIR, times);
 }
 
 static void test_internal(void)

@@ -198,6 +198,29 @@ long long spin_stat_get(const char *path, const char *name)
 	return -1;
 }
 
+/*
+ * Lets the fault attribute whose debugfs directory is @dir fire the next
+ * @times times it is asked (0: never again): probability 100, interval 1,
+ * quiet. Returns 0 or a negative errno, as spin_write_file().
+ */
+int spin_fault_times(const char *dir, int times)
+{
+	char path[PATH_MAX], v[16];
+
+	snprintf(v, sizeof(v), "%d", times);
+	snprintf(path, sizeof(path), "%s/probability", dir);
+	if (spin_write_file(path, times ? "100" : "0"))
+		return -1;
+	snprintf(path, sizeof(path), "%s/interval", dir);
+	if (spin_write_file(path, "1"))
+		return -1;
+	snprintf(path, sizeof(path), "%s/verbose", dir);
+	if (spin_write_file(path, "0"))
+		return -1;
+	snprintf(path, sizeof(path), "%s/times", dir);
+	return spin_write_file(path, v);
+}
+
 long long spin_read_ll(const char *path)
 {
 	char buf[64];

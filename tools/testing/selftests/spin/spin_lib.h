@@ -25,9 +25,9 @@
 /*
  * mkfs.ext4 for the tests: the inode tables and the journal are zeroed by
  * mkfs itself, so that no ext4lazyinit thread writes to the disk under a
- * test. One trial in the debug guest (2026-11-26) had a 12 MiB write + fsync
- * at 3.9-4.5 s instead of 6.4-8.0 s, but in make test ext4 stayed as slow as
- * before (async_test: 7-16 s per request, xfs 1.6-6.4 s).
+ * test. It did not make ext4 faster: what made ext4 slow in the tests was
+ * its buffered writes and dropping their pages, ~0.3 ms per page each under
+ * the debug kernel (see spin_write_uncached()).
  */
 #define SPIN_MKFS_EXT4 "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0"
 
@@ -37,6 +37,7 @@ int spin_write_uncached(int fd, const void *buf, size_t len, off_t off);
 ssize_t spin_read_uncached(int fd, void *buf, size_t len, off_t off);
 int spin_read_file(const char *path, char *buf, size_t len);
 long long spin_read_ll(const char *path);
+int spin_fault_times(const char *dir, int times);
 int spin_write_file(const char *path, const char *val);
 long long spin_stat_get(const char *path, const char *name);
 
