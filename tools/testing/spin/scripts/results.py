@@ -147,7 +147,7 @@ def parse_tap(prefix, lines, res):
                 f"planned {plans[outer]} results, got {top.get(outer, 0)}")
 
 
-def parse(results_path, console_path, mode, timed_out=False, timeout=0):
+def parse(results_path, console_path, mode, timed_out=False, timeout=0, stalled=False):
     res = Results(mode)
     lines = open(results_path, errors="replace").read().splitlines() if os.path.exists(
         results_path) else []
@@ -198,7 +198,9 @@ def parse(results_path, console_path, mode, timed_out=False, timeout=0):
         if not any(k == "tap" and n == p for k, n, _ in sections):
             res.add(f"vm/{p}", False, "expected test program did not run")
     if not done:
-        why = f"watchdog fired after {timeout} s" if timed_out else "guest stopped early"
+        why = (f"watchdog fired after {timeout} s" if timed_out else
+               "the boot stalled, twice (vm.py: stall-*.txt)" if stalled else
+               "guest stopped early")
         res.add("vm/guest-finished", False, why)
     console = open(console_path, errors="replace").read() if os.path.exists(
         console_path) else ""

@@ -18,6 +18,9 @@ ttyS2 the GPU agent: a host-side helper that reads and writes the stand-in GPU m
 host, so guest tests verify what a GPU would see (protocol in gpu_agent.py).
 
 A watchdog ends a guest that does not finish in time; the run then fails with that reason.
+A boot stall (nothing new on the console for SPIN_VM_BOOT_STALL seconds, default 300, before
+the guest's first result) is different: QEMU's vCPU registers are saved in stall-N.txt, the
+console in console.stall-N.log, and the guest boots once more.
 """
 
 import argparse
@@ -35,6 +38,10 @@ import gpu_agent  # noqa: E402
 import results as results_mod  # noqa: E402
 
 BUILD = os.environ.get("BUILD", os.path.join(os.path.dirname(__file__), "../../../../build"))
+# A normal boot of the debug kernel is silent for at most ~35 s of guest time (ACPI), about
+# 60 s of the host's; a production-kernel boot once stopped for good 1.7 s in (2026-11-26).
+BOOT_STALL = int(os.environ.get("SPIN_VM_BOOT_STALL", 300))
+BOOTS = 2
 KOBJ = os.environ.get("KOBJ", os.path.join(BUILD, "obj"))
 
 
@@ -42,7 +49,7 @@ def log(msg):
     print(f"[vm] {msg}", flush=True)
 
 
-def qemu_args(a, out, shm, sock):
+def qemu_args(a, out, shm, sock, qmp):
     throttle = ""
     if a.bps:
         throttle += f",throttling.bps-total={a.bps}"
@@ -63,7 +70,7 @@ def qemu_args(a, out, shm, sock):
     args = [
         "qemu-system-x86_64", "-accel", "tcg", "-machine", "q35", "-cpu", "max,la57=off",
         "-smp", "2", "-m", f"{a.mem_mib}M", "-display", "none", "-monitor", "none",
-        "-no-reboot", "-nodefaults",
+        "-no-reboot", "-nodefaults", "-qmp", f"unix:{qmp},server=on,wait=off",
         # Native PCIe hotplug, not ACPI's: with ACPI hotplug QEMU emits AML for every slot
         # of every bridge, and acpi_init() took 83 s of a 170 s boot of the debug kernel.
         # The tests that remove and rescan a device use sysfs, not hotplug.
@@ -140,6 +147,125 @@ def tail(path, stop, printer):
                 time.sleep(0.2)
 
 
+def qmp_dump(qmp, path):
+    """Saves every vCPU's registers, from QEMU's monitor at QMP, in PATH."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.settimeout(10)
+            c.connect(qmp)
+            f = c.makefile("rw")
+            f.readline()
+            text = []
+            for cmd in ('{"execute": "qmp_capabilities"}',
+                        '{"execute": "human-monitor-command", '
+                        '"arguments": {"command-line": "info cpus"}}',
+                        '{"execute": "human-monitor-command", '
+                        '"arguments": {"command-line": "info registers -a"}}'):
+                f.write(cmd + "\n")
+                f.flush()
+                reply = json.loads(f.readline())
+                text.append(str(reply.get("return", reply)))
+        with open(path, "w") as out:
+            out.write("\n".join(text))
+    except (OSError, ValueError) as e:
+        with open(path, "w") as out:
+            out.write(f"no registers: {e}\n")
+
+
+def watch_boot(qemu, out, attempt, qmp, stalled, done):
+    """Kills QEMU if its console and results stop growing for BOOT_STALL s before the first
+    result: a boot stall (see the module's doc)."""
+    paths = [os.path.join(out, f) for f in ("console.log", "results.log")]
+    size, since = -1, time.time()
+    while not done.wait(5):
+        sizes = [os.path.getsize(f) if os.path.exists(f) else 0 for f in paths]
+        if sizes[1] > 0:
+            return
+        if sum(sizes) != size:
+            size, since = sum(sizes), time.time()
+        elif time.time() - since > BOOT_STALL:
+            qmp_dump(qmp, os.path.join(out, f"stall-{attempt}.txt"))
+            stalled.set()
+            qemu.kill()
+            return
+
+
+def boot(a, out, attempt, start, timeout):
+    """Boots the guest once with a fresh GPU agent and disks; returns QEMU's output, its exit
+    status and whether the watchdog fired or the boot stalled."""
+    for f in ("console.log", "results.log"):
+        path = os.path.join(out, f)
+        if os.path.exists(path):
+            if attempt > 1 and f == "console.log":
+                os.replace(path, os.path.join(out, f"console.stall-{attempt - 1}.log"))
+            else:
+                os.unlink(path)
+    for name, mib in (("nvme0", a.nvme_mib), ("nvme1", a.nvme_mib), ("nvme2", 512),
+                      ("vblk", 512), ("mpnear", 512), ("mpfar", 512)):
+        with open(os.path.join(out, f"{name}.img"), "wb") as f:
+            f.truncate(mib << 20)
+    shm = f"/dev/shm/spin-gpu-{os.getpid()}"
+    sock = os.path.join(out, "agent.sock")
+    if os.path.exists(sock):
+        os.unlink(sock)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock)
+    srv.listen(1)
+    agent = gpu_agent.Agent(shm, a.gpu_mib << 20, os.path.join(out, "agent.log"))
+    threading.Thread(target=agent.serve, args=(srv,), daemon=True).start()
+
+    qmp = os.path.join(out, "qmp.sock")
+    if os.path.exists(qmp):
+        os.unlink(qmp)
+    args = qemu_args(a, out, shm, sock, qmp)
+    with open(os.path.join(out, "qemu.cmd"), "w") as f:
+        f.write(" ".join(args) + "\n")
+    log(f"booting {os.path.relpath(a.kernel)} under TCG (mode {a.mode}, watchdog {timeout:.0f} s, "
+        f"logs in {os.path.relpath(out)})")
+    qemu = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    stop = threading.Event()
+    # Every results line with the host's seconds since boot and since the line before: where
+    # a slow run spends its time, per result (results.times).
+    times = open(os.path.join(out, "results.times"), "a" if attempt > 1 else "w")
+    last = [time.time()]
+
+    def show(line):
+        now = time.time()
+        times.write(f"{now - start:8.1f} {now - last[0]:7.1f} {line}\n")
+        times.flush()
+        last[0] = now
+        if a.mode in ("demo", "bench"):
+            if not line.startswith("@@ "):
+                print(line, flush=True)
+        elif line.startswith("@@ tap ") or line.startswith("@@ kunit "):
+            log(f"{time.time() - start:6.1f}s {line[3:]}")
+
+    t = threading.Thread(target=tail, args=(os.path.join(out, "results.log"), stop, show))
+    t.start()
+    stalled, done = threading.Event(), threading.Event()
+    w = threading.Thread(target=watch_boot, args=(qemu, out, attempt, qmp, stalled, done))
+    w.start()
+    timed_out = False
+    try:
+        qemu_out, _ = qemu.communicate(timeout=max(timeout, 1))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        qemu.kill()
+        qemu_out, _ = qemu.communicate()
+    done.set()
+    w.join()
+    stop.set()
+    t.join()
+    times.close()
+    agent.close()
+    srv.close()
+    for f in (shm, sock, qmp):
+        if os.path.exists(f):
+            os.unlink(f)
+    return qemu_out, qemu.returncode, timed_out, stalled.is_set()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", choices=["test", "demo", "selfcheck", "shell", "bench"],
@@ -164,13 +290,6 @@ def main():
         a.kunit_glob = "*spin_*" if a.mode == "selfcheck" else "rust_spin_*"
     out = os.path.abspath(a.out or os.path.join(BUILD, "vm", a.mode))
     os.makedirs(out, exist_ok=True)
-    for f in ("console.log", "results.log"):
-        if os.path.exists(os.path.join(out, f)):
-            os.unlink(os.path.join(out, f))
-    for name, mib in (("nvme0", a.nvme_mib), ("nvme1", a.nvme_mib), ("nvme2", 512),
-                      ("vblk", 512), ("mpnear", 512), ("mpfar", 512)):
-        with open(os.path.join(out, f"{name}.img"), "wb") as f:
-            f.truncate(mib << 20)
     for f in (a.kernel, a.initrd):
         if not os.path.exists(f):
             sys.exit(f"[vm] ERROR: {f} missing: run 'make initramfs' first")
@@ -184,69 +303,26 @@ def main():
             log("the kernel tree is busy (another build or guest); waiting")
             fcntl.flock(lock, fcntl.LOCK_EX)
 
-    shm = f"/dev/shm/spin-gpu-{os.getpid()}"
-    sock = os.path.join(out, "agent.sock")
-    if os.path.exists(sock):
-        os.unlink(sock)
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(sock)
-    srv.listen(1)
-    agent = gpu_agent.Agent(shm, a.gpu_mib << 20, os.path.join(out, "agent.log"))
-    threading.Thread(target=agent.serve, args=(srv,), daemon=True).start()
-
-    args = qemu_args(a, out, shm, sock)
-    with open(os.path.join(out, "qemu.cmd"), "w") as f:
-        f.write(" ".join(args) + "\n")
-    log(f"booting {os.path.relpath(a.kernel)} under TCG (mode {a.mode}, watchdog {a.timeout} s, "
-        f"logs in {os.path.relpath(out)})")
     start = time.time()
-    qemu = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    stop = threading.Event()
-    # Every results line with the host's seconds since boot and since the line before: where
-    # a slow run spends its time, per result (results.times).
-    times = open(os.path.join(out, "results.times"), "w")
-    last = [start]
-
-    def show(line):
-        now = time.time()
-        times.write(f"{now - start:8.1f} {now - last[0]:7.1f} {line}\n")
-        times.flush()
-        last[0] = now
-        if a.mode in ("demo", "bench"):
-            if not line.startswith("@@ "):
-                print(line, flush=True)
-        elif line.startswith("@@ tap ") or line.startswith("@@ kunit "):
-            log(f"{time.time() - start:6.1f}s {line[3:]}")
-
-    t = threading.Thread(target=tail, args=(os.path.join(out, "results.log"), stop, show))
-    t.start()
-    timed_out = False
-    try:
-        qemu_out, _ = qemu.communicate(timeout=a.timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        qemu.kill()
-        qemu_out, _ = qemu.communicate()
-    stop.set()
-    t.join()
-    times.close()
-    agent.close()
-    srv.close()
-    for f in (shm, sock):
-        if os.path.exists(f):
-            os.unlink(f)
+    for attempt in range(1, BOOTS + 1):
+        left = a.timeout - (time.time() - start)
+        qemu_out, rc, timed_out, stalled = boot(a, out, attempt, start, left)
+        if not stalled or attempt == BOOTS:
+            break
+        log(f"BOOT STALL: nothing new on the console for {BOOT_STALL} s before the first "
+            f"result (registers in stall-{attempt}.txt); booting once more")
     elapsed = time.time() - start
     if qemu_out.strip():
         with open(os.path.join(out, "qemu.log"), "w") as f:
             f.write(qemu_out)
-    log(f"guest ended after {elapsed:.0f} s (qemu exit {qemu.returncode}"
-        f"{', killed by the watchdog' if timed_out else ''})")
+    log(f"guest ended after {elapsed:.0f} s (qemu exit {rc}"
+        f"{', killed by the watchdog' if timed_out else ''}"
+        f"{', the boot stalled' if stalled else ''})")
 
     res = results_mod.parse(os.path.join(out, "results.log"),
                             os.path.join(out, "console.log"),
                             "demo" if a.mode == "bench" else a.mode,
-                            timed_out=timed_out, timeout=a.timeout)
+                            timed_out=timed_out, timeout=a.timeout, stalled=stalled)
     res.report()
     if a.summary:
         with open(a.summary, "w") as f:
