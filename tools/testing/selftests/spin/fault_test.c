@@ -115,7 +115,7 @@ static void fs_setup(struct fs *fs)
 	snprintf(cmd, sizeof(cmd), "%s/data", fs->dir);
 	fd = open(cmd, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, FILE_LEN, fs->seed);
-	if (fd < 0 || pwrite(fd, host, FILE_LEN, 0) != (ssize_t)FILE_LEN || fsync(fd))
+	if (fd < 0 || spin_write_uncached(fd, host, FILE_LEN, 0))
 		ksft_exit_fail_msg("%s: data file: %s\n", fs->name, strerror(errno));
 	close(fd);
 }
