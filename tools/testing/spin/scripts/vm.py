@@ -164,7 +164,8 @@ def qmp_dump(qmp, path):
                 f.write(cmd + "\n")
                 f.flush()
                 reply = json.loads(f.readline())
-                text.append(str(reply.get("return", reply)))
+                if "capabilities" not in cmd:
+                    text.append(str(reply.get("return", reply)))
         with open(path, "w") as out:
             out.write("\n".join(text))
     except (OSError, ValueError) as e:
