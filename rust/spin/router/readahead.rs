@@ -219,29 +219,13 @@ impl WorkItem for Evictor {
             drop(part);
             done += n;
             evict_batch(&batch[..n], &mut res[..n]);
+            dropped += settle(&batch[..n], &res[..n]);
             if res[..n].contains(&Evict::Busy) {
                 // Mostly folios still in the LRU batch of the CPU that read them ahead (an
-                // idle CPU never drains it): drain every CPU's batches and try those again.
-                glue::lru_add_drain_all();
-                let mut busy = [Entry::default(); EVICT_BATCH];
-                let mut again = [Evict::Gone; EVICT_BATCH];
-                let mut k = 0;
-                for i in 0..n {
-                    if res[i] == Evict::Busy {
-                        busy[k] = batch[i];
-                        k += 1;
-                    }
-                }
-                evict_batch(&busy[..k], &mut again[..k]);
-                let mut j = 0;
-                for i in 0..n {
-                    if res[i] == Evict::Busy {
-                        res[i] = again[j];
-                        j += 1;
-                    }
-                }
+                // idle CPU never drains it), held now: drain every CPU's batches and try
+                // them again.
+                dropped += retry_held();
             }
-            dropped += settle(&batch[..n], &res[..n]);
         }
         STATS.evicted_bg.add(dropped, Relaxed);
         STATS.evictor_runs.add(1, Relaxed);
@@ -450,9 +434,8 @@ pub(crate) fn set_limit(pages: u64) -> Result {
 /// admitted.
 pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
     // `ra_collect()` first drains this CPU's LRU batches, where the window's folios wait: a
-    // reader on another CPU that evicts above `hard` would find them busy and leave them
-    // resident but out of the books, past the bound (four concurrent streams on two CPUs did,
-    // by 27 pages).
+    // reader on another CPU that evicts above `hard` would find them busy and have to hold
+    // them until the evictor drains every CPU's batches.
     let mut folios = [RaFolio::default(); 16];
     let mut index = win.start;
     let end = win.start.saturating_add(win.nr);

@@ -26,7 +26,7 @@
  * mkfs.ext4 for the tests: the inode tables and the journal are zeroed by
  * mkfs itself, so that no ext4lazyinit thread writes to the disk under a
  * test. It did not make ext4 faster: what made ext4 slow in the tests was
- * its buffered writes and dropping their pages, ~0.3 ms per page each under
+ * its buffered writes and dropping their pages, ~1 ms per page each under
  * the debug kernel (see spin_write_uncached()).
  */
 #define SPIN_MKFS_EXT4 "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0"
