@@ -15,7 +15,7 @@ mod tests {
     use kernel::prelude::*;
 
     /// Number of wrappers below; must equal `cases::CASES.len()`.
-    const WRAPPED: usize = 32;
+    const WRAPPED: usize = 34;
 
     /// Logs where a case failed; KTAP names the case.
     fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
@@ -176,6 +176,16 @@ mod tests {
     #[test]
     fn partition_watermarks_order() -> Result<(), CaseError> {
         report(cases::partition_watermarks_order())
+    }
+
+    #[test]
+    fn partition_reserves_windows() -> Result<(), CaseError> {
+        report(cases::partition_reserves_windows())
+    }
+
+    #[test]
+    fn readahead_leg_reserve() -> Result<(), CaseError> {
+        report(cases::readahead_leg_reserve())
     }
 
     #[test]

@@ -7,6 +7,7 @@
  * See Documentation/spin/router.rst.
  */
 
+#include <linux/backing-dev.h>
 #include <linux/blk-cgroup.h>
 #include <linux/blkdev.h>
 #include <linux/completion.h>
@@ -455,6 +456,7 @@ void spin_file_stream(struct file *file, struct spin_stream *stream)
 	stream->dontcache = !!(file->f_op->fop_flags & FOP_DONTCACHE);
 	stream->ra_start = READ_ONCE(file->f_ra.start);
 	stream->ra_size = READ_ONCE(file->f_ra.size);
+	stream->io_pages = READ_ONCE(inode_to_bdi(file_inode(file))->io_pages);
 }
 
 /**

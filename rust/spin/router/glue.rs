@@ -452,8 +452,9 @@ impl Request<'_> {
         Ok(ret as usize)
     }
 
-    /// The file's read-ahead state, and whether its filesystem supports uncached reads.
-    pub(crate) fn stream(&self) -> (Stream, bool) {
+    /// The file's read-ahead state, whether its filesystem supports uncached reads, and the
+    /// most pages a read-ahead window of a large read may span (the device's `io_pages`).
+    pub(crate) fn stream(&self) -> (Stream, bool, u64) {
         // SAFETY: `spin_stream` is plain data; all-zero is a valid value.
         let mut raw: bindings::spin_stream = unsafe { core::mem::zeroed() };
         // SAFETY: The file is valid (type invariant), `raw` is a local.
@@ -465,7 +466,7 @@ impl Request<'_> {
             ra_start: raw.ra_start as u64,
             ra_size: raw.ra_size as u64,
         };
-        (stream, raw.dontcache)
+        (stream, raw.dontcache, raw.io_pages as u64)
     }
 
     /// Notes in the file's read-ahead state that a read into GPU memory ended at `pos`.

@@ -368,6 +368,9 @@ impl Ctx<'_, '_> {
     /// asynchronous one replaced within the leg), the pages before the new one that no earlier
     /// window covers are admitted here. Other legs drop the dropbehind folios they consume, as
     /// the pages of a random read are in no window.
+    ///
+    /// Room for what the leg may read ahead is reserved in the partition first
+    /// ([`readahead::reserve`]); a leg that cannot have it reads through the plain page cache.
     fn copy_ra(
         &mut self,
         pos: i64,
@@ -375,17 +378,25 @@ impl Ctx<'_, '_> {
         len: usize,
         defer: bool,
     ) -> Result<(usize, Option<RaWindow>)> {
-        if !self.ra {
+        let first = pos as u64 / PAGE_SIZE as u64;
+        let res = if self.ra {
+            let last = (pos as u64 + len.max(1) as u64 - 1) / PAGE_SIZE as u64;
+            let (stream, _, io_pages) = self.req.stream();
+            let pages = sched::readahead::leg_reserve(&stream, io_pages, last - first + 1);
+            readahead::reserve(pages)
+        } else {
+            None
+        };
+        let Some(mut res) = res else {
             let n = self.req.sub_read(pos, addr, len, false)?;
             self.done(pos, n, false);
             return Ok((n, None));
-        }
+        };
         let (r, win) = self.req.sub_read_ra(pos, addr, len, defer);
         let mut pages = 0;
         if win.moved {
-            pages += readahead::admit(self.req, &self.info, &win);
+            pages += readahead::admit(self.req, &self.info, &win, &mut res);
         }
-        let first = pos as u64 / PAGE_SIZE as u64;
         if defer && win.moved && first < win.start {
             // The pages from the leg up to the new window (admitted above) were admitted with
             // the windows before it, unless they lie outside those.
@@ -396,9 +407,10 @@ impl Ctx<'_, '_> {
                     nr: win.start - first,
                     ..win
                 };
-                pages += readahead::admit(self.req, &self.info, &before);
+                pages += readahead::admit(self.req, &self.info, &before, &mut res);
             }
         }
+        drop(res);
         if pages != 0 {
             self.account.ra_pages(pages);
         }
@@ -461,23 +473,36 @@ impl Ctx<'_, '_> {
         }
     }
 
-    /// The full path of [`Ctx::prefetch`]: a bridge if the stream needs one, then the leg with
-    /// read-ahead.
+    /// The full path of [`Ctx::prefetch`]: a bridge if the stream needs one, then a copy of
+    /// what is cached up to a page to read or a read-ahead marker, with no I/O and so with no
+    /// room to reserve in the partition, then the rest with read-ahead.
     fn prefetch_ra(&mut self, stream: &Stream, pos: i64, addr: usize, len: usize) -> Result<usize> {
-        let first = pos as u64 / PAGE_SIZE as u64;
         let page = PAGE_SIZE as u32;
         let lead = readahead::bridge_lead(stream.ra_pages);
         let look = sched::readahead::bridge(stream, pos as u64, len as u64, lead, page);
         if let Some((from, end)) = look {
+            let first = pos as u64 / PAGE_SIZE as u64;
             let pages = readahead::bridge(self.req, &self.info, first, from, end, lead);
             if pages != 0 {
                 self.account.ra_pages(pages);
             }
         }
-        let r = self.copy_ra(pos, addr, len, true);
+        let n = self.req.sub_read_noio(pos, addr, len, true)?;
+        self.done(pos, n, false);
+        if n == len {
+            self.account.ra_request(true);
+            return Ok(n);
+        }
+        let at = pos + n as i64;
+        let first = at as u64 / PAGE_SIZE as u64;
+        let r = self.copy_ra(at, addr + n, len - n, true);
         let miss = matches!(&r, Ok((_, Some(win))) if win.start <= first);
         self.account.ra_request(!miss);
-        r.map(|(n, _)| n)
+        match r {
+            Ok((m, _)) => Ok(n + m),
+            Err(_) if n > 0 => Ok(n),
+            Err(e) => Err(e),
+        }
     }
 
     /// Schedules a read that may go by P2P. In `auto` mode one below `S_cutoff` first copies
@@ -533,7 +558,7 @@ fn route_gpu(
     // GPU read-ahead is decided first: a small sequential read goes through the page cache
     // whatever the P2P path, so it does not pay for the path and alignment checks.
     let (ra, prefetch) = if reason == Fallback::None && mode == Mode::Auto && readahead::enabled() {
-        let (stream, dontcache) = req.stream();
+        let (stream, dontcache, _) = req.stream();
         let page = PAGE_SIZE as u32;
         let small_seq = sched::readahead::prefetch(&stream, pos as u64, len as u64, page);
         (dontcache, (dontcache && small_seq).then_some(stream))

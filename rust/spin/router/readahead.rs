@@ -15,10 +15,20 @@
 //!
 //! A sequential GPU read (P-readahead) leaves the folios it consumes to the partition
 //! (`IOCB_DONTCACHE_DEFER`) instead of dropping each one itself, which would cost the reader
-//! the page cache's and the LRU's locks, with interrupts off, once per folio. The partition
-//! keeps within its limit by [`Watermarks`]: its books hold at most three quarters of it (the
-//! rest is left to windows read ahead but not admitted yet); above 11/16 an admission wakes the
-//! [`Evictor`], which evicts the oldest entries, the pages the streams consumed first, down to
+//! the page cache's and the LRU's locks, with interrupts off, once per folio.
+//!
+//! A window is in the page cache before it can be admitted, so a leg that may read ahead first
+//! reserves room for what it may bring in ([`reserve`], `leg_reserve()`): the books, the pages
+//! held and the reservations of all readers in flight never exceed the limit together, however
+//! many streams read at once. A reservation evicts the oldest entries to fit; one that other
+//! reservations leave no room for waits for them to end (a leg's I/O); one that the held pages
+//! leave no room for is refused, and the leg reads through the plain page cache instead
+//! (`ra_legs_no_room`). A leg that copies only cached pages reserves nothing: a sequential leg
+//! first copies with `IOCB_NOIO`, which stops at a page to read or a read-ahead marker. The
+//! windows a leg admits are taken out of its reservation; pages admitted beyond it
+//! (`ra_pages_unreserved`, which the tests expect to stay 0) mean `leg_reserve()` was wrong.
+//!
+//! Above 11/16 of the limit ([`Watermarks`]) an admission wakes the [`Evictor`], which evicts the oldest entries, the pages the streams consumed first, down to
 //! half the limit on an unbound workqueue, away from the readers: it takes 16 entries at a time
 //! out of the books and evicts them with the partition released, the folios of one file under
 //! one hold of its page cache's locks (`filemap_evict_dropbehind_batch()`). The cached prefix
@@ -42,7 +52,7 @@
 //! batch is drained, which an idle CPU never does; `filemap_evict_dropbehind()` drains the
 //! batches of the CPU it runs on and finds a folio in another CPU's batch busy. The
 //! [`Evictor`] then drains every CPU's batches (`lru_add_drain_all()`) and tries once more; a
-//! reader evicting above [`Watermarks::hard`] does not wait for that. Either way, a folio still
+//! reader making room for a reservation does not wait for that. Either way, a folio still
 //! busy (in a batch, locked, dirty or under writeback) is [`Held`]: its pages stay counted in the
 //! books until the evictor's next run evicts it, so that what the partition leaves in the page
 //! cache stays within its limit. Only when [`HELD_MAX`] entries are held already is a busy
@@ -52,14 +62,15 @@
 //! before any other reader can evict them.
 //!
 //! Lock order: [`PARTITION`] → folio locks (trylock only) → the mapping's `i_lock` and
-//! `i_pages` lock (inside `filemap_evict_dropbehind_batch()`); a reader evicting above
-//! [`Watermarks::hard`] does so under [`PARTITION`], the evictor without it. No other lock of
+//! `i_pages` lock (inside `filemap_evict_dropbehind_batch()`); a reader that evicts to make room
+//! does so under [`PARTITION`], the evictor without it. A reader holds a reservation, never
+//! [`PARTITION`], while it reads, and waits for room with nothing held. No other lock of
 //! spin is taken under [`PARTITION`], and it is never taken with the router's disk table held.
 //! The evictor is queued, evicts and drains the LRU batches with [`PARTITION`] released. The
 //! counters are atomics. See Documentation/spin/readahead.rst.
 
 use super::glue::{self, Evict, FileInfo, RaFolio, RaWindow, Request};
-use crate::sched::readahead::{Partition, Watermarks, Weighted};
+use crate::sched::readahead::{Partition, Reserve, Watermarks, Weighted};
 use core::fmt::Write;
 use kernel::{
     prelude::*,
@@ -68,6 +79,7 @@ use kernel::{
         atomic::{Atomic, Full, Relaxed, Release},
         global_lock, Arc,
     },
+    time::{delay::fsleep, Delta},
     workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
 
@@ -75,7 +87,7 @@ use kernel::{
 pub(crate) const DEFAULT_PAGES: u64 = 512;
 
 /// The largest size the knob accepts: 1 GiB of 4 KiB pages; the entries take 32 bytes per page
-/// of [`Watermarks::hard`], three quarters of the limit.
+/// of the limit.
 pub(crate) const MAX_PAGES: u64 = 1 << 18;
 
 /// A folio of the partition, remembered without a reference.
@@ -126,8 +138,8 @@ impl Held {
     }
 }
 
-/// The partition's books, bounded by [`Watermarks::hard`], the slots its entries live in (one
-/// per page of that bound), the entries held busy, the watermarks of the limit and the
+/// The partition's books and reservations, bounded by the limit, the slots its entries live in
+/// (one per page of the limit), the entries held busy, the watermarks of the limit and the
 /// background evictor.
 struct Part {
     books: Partition,
@@ -296,6 +308,8 @@ struct Stats {
     held: Atomic<u64>,
     gone: Atomic<u64>,
     bridged: Atomic<u64>,
+    unreserved: Atomic<u64>,
+    no_room: Atomic<u64>,
 }
 
 static STATS: Stats = Stats {
@@ -308,6 +322,8 @@ static STATS: Stats = Stats {
     held: Atomic::new(0),
     gone: Atomic::new(0),
     bridged: Atomic::new(0),
+    unreserved: Atomic::new(0),
+    no_room: Atomic::new(0),
 };
 
 /// Sets the partition up with [`DEFAULT_PAGES`]; called once from module init.
@@ -408,8 +424,8 @@ pub(crate) fn set_limit(pages: u64) -> Result {
     }
     let marks = Watermarks::new(pages);
     let mut slots = KVVec::new();
-    slots.resize(marks.hard as usize, Entry::default(), GFP_KERNEL)?;
-    let mut books = Partition::new(marks.hard);
+    slots.resize(pages as usize, Entry::default(), GFP_KERNEL)?;
+    let mut books = Partition::new(pages);
     let mut part = PARTITION.lock();
     let Part {
         books: old,
@@ -417,8 +433,10 @@ pub(crate) fn set_limit(pages: u64) -> Result {
         held,
         ..
     } = &mut *part;
-    // The entries held busy, and those the evictor is at work on, stay counted.
+    // The entries held busy, those the evictor is at work on and the reservations of the
+    // readers in flight stay counted.
     books.hold(old.held());
+    books.keep_reserved(old.reserved());
     while let Some(e) = old.pop(old_slots) {
         put(&mut books, &mut slots, held, e);
     }
@@ -429,17 +447,77 @@ pub(crate) fn set_limit(pages: u64) -> Result {
     Ok(())
 }
 
+/// Room in the partition for the windows a page-cache leg is about to read ahead ([`reserve`]);
+/// what [`admit`] does not take out of it is given back when it is dropped.
+pub(crate) struct Reservation {
+    pages: u64,
+}
+
+impl Reservation {
+    /// Takes room for `pages` of what is admitted out of the reservation; returns the pages
+    /// it did not cover.
+    fn take(&mut self, books: &mut Partition, pages: u64) -> u64 {
+        let covered = pages.min(self.pages);
+        books.unreserve(covered);
+        self.pages -= covered;
+        pages - covered
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.pages != 0 {
+            PARTITION.lock().books.unreserve(self.pages);
+        }
+    }
+}
+
+/// How long a reader waits between two tries of a reservation that other reservations leave
+/// no room for.
+const RESERVE_WAIT: Delta = Delta::from_micros(100);
+
+/// Reserves room for `pages` that a page-cache leg into GPU memory may read ahead, evicting the
+/// oldest entries to make room (the busy ones are held). Waits while the reservations of other
+/// legs leave no room, until they end. Returns `None`, and counts the leg in
+/// `ra_legs_no_room`, if the pages held busy leave no room even without them, if the
+/// partition is off, or if a signal is pending: the leg then reads through the plain page
+/// cache.
+pub(crate) fn reserve(pages: u64) -> Option<Reservation> {
+    loop {
+        let mut part = PARTITION.lock();
+        let Part {
+            books, slots, held, ..
+        } = &mut *part;
+        let r = books.reserve(slots, pages, |old| evict_or_hold(old, held).1);
+        drop(part);
+        match r {
+            Reserve::Done => return Some(Reservation { pages }),
+            Reserve::Wait if !kernel::current!().signal_pending() => fsleep(RESERVE_WAIT),
+            Reserve::Wait | Reserve::NoRoom => {
+                STATS.no_room.add(1, Relaxed);
+                return None;
+            }
+        }
+    }
+}
+
 /// Admits the dropbehind folios of `win`, read ahead during a page-cache leg of `req` into GPU
-/// memory, into the partition, evicting the oldest entries to make room; returns the pages
-/// admitted.
-pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
+/// memory, into the partition, out of the leg's reservation `res`; returns the pages admitted.
+/// Pages beyond the reservation evict the oldest entries to make room and are counted in
+/// `ra_pages_unreserved`.
+pub(crate) fn admit(
+    req: &Request<'_>,
+    info: &FileInfo,
+    win: &RaWindow,
+    res: &mut Reservation,
+) -> u64 {
     // `ra_collect()` first drains this CPU's LRU batches, where the window's folios wait: a
-    // reader on another CPU that evicts above `hard` would find them busy and have to hold
+    // reader on another CPU that evicts to make room would find them busy and have to hold
     // them until the evictor drains every CPU's batches.
     let mut folios = [RaFolio::default(); 16];
     let mut index = win.start;
     let end = win.start.saturating_add(win.nr);
-    let (mut admitted, mut evicted) = (0u64, 0u64);
+    let (mut admitted, mut evicted, mut beyond) = (0u64, 0u64, 0u64);
     let mut wake = None;
     loop {
         let n = req.ra_collect(&mut index, end, &mut folios);
@@ -461,6 +539,7 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
                 index: f.index,
                 pages: f.pages,
             };
+            beyond += res.take(books, e.pages.max(1));
             let (kept, dropped) = put(books, slots, held, e);
             admitted += kept;
             evicted += dropped;
@@ -477,6 +556,9 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
         kick(evictor);
     }
     STATS.admitted.add(admitted, Relaxed);
+    if beyond != 0 {
+        STATS.unreserved.add(beyond, Relaxed);
+    }
     glue::trace_readahead(
         info,
         win,
@@ -489,7 +571,8 @@ pub(crate) fn admit(req: &Request<'_>, info: &FileInfo, win: &RaWindow) -> u64 {
 /// Looks at the file's pages `from .. end` ahead of a sequential read of `req` into GPU memory
 /// that starts at page `first` ([`crate::sched::readahead::bridge`]) and, if one is not in the
 /// page cache while the pages from `first` to `from` are, reads `lead` pages ahead from it
-/// ([`bridge_lead`]) and admits them into the partition; returns the pages admitted.
+/// ([`bridge_lead`]) and admits them into the partition; returns the pages admitted. The
+/// `lead` pages are reserved first; nothing is read ahead if they cannot be.
 pub(crate) fn bridge(
     req: &Request<'_>,
     info: &FileInfo,
@@ -498,11 +581,14 @@ pub(crate) fn bridge(
     end: u64,
     lead: u32,
 ) -> u64 {
+    let Some(mut res) = reserve(u64::from(lead)) else {
+        return 0;
+    };
     let Some(win) = req.ra_bridge(first, from, end, u64::from(lead)) else {
         return 0;
     };
     STATS.bridged.add(1, Relaxed);
-    admit(req, info, &win)
+    admit(req, info, &win, &mut res)
 }
 
 /// How far ahead of a stream through cached pages a bridged window is read, in pages
@@ -510,19 +596,19 @@ pub(crate) fn bridge(
 /// partition left to windows in flight.
 pub(crate) fn bridge_lead(ra_pages: u32) -> u32 {
     let limit = LIMIT.load(Relaxed);
-    let room = (limit - Watermarks::new(limit).hard).max(1);
-    crate::sched::readahead::bridge_lead(ra_pages, room)
+    crate::sched::readahead::bridge_lead(ra_pages, Watermarks::new(limit).lead)
 }
 
 /// Writes the partition's lines of `/sys/kernel/spin/stat`.
 pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
-    let (pages, held) = {
+    let (pages, held, reserved) = {
         let part = PARTITION.lock();
-        (part.books.pages(), part.books.held())
+        (part.books.pages(), part.books.held(), part.books.reserved())
     };
     let v = |a: &Atomic<u64>| a.load(Relaxed);
     writeln!(f, "ra_partition_pages {pages}")?;
     writeln!(f, "ra_partition_held {held}")?;
+    writeln!(f, "ra_partition_reserved {reserved}")?;
     writeln!(f, "ra_partition_limit {}", LIMIT.load(Relaxed))?;
     writeln!(f, "ra_pages_admitted {}", v(&STATS.admitted))?;
     writeln!(f, "ra_pages_evicted {}", v(&STATS.evicted))?;
@@ -532,7 +618,9 @@ pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
     writeln!(f, "ra_pages_busy {}", v(&STATS.busy))?;
     writeln!(f, "ra_pages_held {}", v(&STATS.held))?;
     writeln!(f, "ra_pages_gone {}", v(&STATS.gone))?;
-    writeln!(f, "ra_windows_bridged {}", v(&STATS.bridged))
+    writeln!(f, "ra_windows_bridged {}", v(&STATS.bridged))?;
+    writeln!(f, "ra_pages_unreserved {}", v(&STATS.unreserved))?;
+    writeln!(f, "ra_legs_no_room {}", v(&STATS.no_room))
 }
 
 /// The limit, for `/sys/kernel/spin/ra_partition_pages`.

@@ -13,7 +13,7 @@ use super::greedy::greedy;
 use super::optimal::{optimal, Slot};
 use super::overlap::overlap;
 use super::plan::{self, Leg, PlanError, Window};
-use super::readahead::{self, Partition, Stream, Watermarks, Weighted};
+use super::readahead::{self, Partition, Reserve, Stream, Watermarks, Weighted};
 use super::released::{keeps, released};
 use super::runs::{Runs, RunsBuilder, RunsError};
 use super::schedule::{
@@ -117,6 +117,8 @@ pub const CASES: &[Case] = &[
     ("partition_rebuilt_smaller", partition_rebuilt_smaller),
     ("partition_holds_busy_pages", partition_holds_busy_pages),
     ("partition_watermarks_order", partition_watermarks_order),
+    ("partition_reserves_windows", partition_reserves_windows),
+    ("readahead_leg_reserve", readahead_leg_reserve),
     ("readahead_leg_in_window", readahead_leg_in_window),
     ("readahead_bridge_range", readahead_bridge_range),
     ("readahead_same_page", readahead_same_page),
@@ -887,17 +889,89 @@ pub fn partition_holds_busy_pages() -> Result<(), CaseError> {
     Ok(())
 }
 
-/// The watermarks are ordered, leave a quarter of the limit to windows in flight and never
-/// close the partition.
+/// The watermarks are ordered, within the limit, and leave a stream through cached pages a
+/// lead of a quarter of it.
 pub fn partition_watermarks_order() -> Result<(), CaseError> {
     for limit in (0..=1100u64).chain([1 << 18, u64::MAX / 2, u64::MAX]) {
         let w = Watermarks::new(limit);
-        check!(w.target <= w.kick && w.kick <= w.hard && w.hard <= limit);
-        check!(limit - w.hard >= limit / 4);
-        check!(limit == 0 || w.hard >= 1);
+        check!(w.target <= w.kick && w.kick <= limit && w.lead <= limit);
+        check!(limit == 0 || w.lead >= 1);
+        check!(limit < 4 || w.lead == limit / 4);
     }
     let w = Watermarks::new(512);
-    check!(w.hard == 384 && w.kick == 352 && w.target == 256);
+    check!(w.lead == 128 && w.kick == 352 && w.target == 256);
+    Ok(())
+}
+
+/// Room reserved for the windows of reads in flight counts against the limit: a reservation
+/// evicts the oldest entries to fit, waits for other reservations rather than exceed the
+/// limit, is refused if held pages leave no room at all, and is given back as its windows
+/// are admitted.
+pub fn partition_reserves_windows() -> Result<(), CaseError> {
+    let mut slots = [Entry(0, 1); 8];
+    let mut p = Partition::new(8);
+    for id in 1..=6 {
+        check!(p.push(&mut slots, Entry(id, 1), |_| 0));
+    }
+    // Four pages for a leg in flight: the two oldest entries make room.
+    let mut evicted = [0u32; 8];
+    let mut n = 0;
+    check!(
+        p.reserve(&slots, 4, |e| {
+            evicted[n] = e.0;
+            n += 1;
+            0
+        }) == Reserve::Done
+    );
+    check!(evicted[..n] == [1, 2] && p.reserved() == 4 && p.used() == 8 && p.pages() == 4);
+    // A second leg's four pages evict the rest of the books.
+    check!(p.reserve(&slots, 4, |_| 0) == Reserve::Done && p.is_empty() && p.used() == 8);
+    // A third must wait for one of them, and evicts nothing meanwhile.
+    check!(p.reserve(&slots, 1, |_| 0) == Reserve::Wait && p.reserved() == 8);
+    // The first leg admits a window of three pages out of its reservation, then is done.
+    p.unreserve(3);
+    check!(p.push(&mut slots, Entry(7, 3), |_| 0) && p.used() == 8);
+    p.unreserve(1);
+    check!(p.used() == 7 && p.reserved() == 4);
+    // Admission beyond the reservations evicts the books, never a reservation.
+    check!(p.push(&mut slots, Entry(8, 2), |_| 0) && p.queued() == 2 && p.reserved() == 4);
+    check!(p.used() == 6);
+    p.unreserve(4);
+    // Held pages that leave no room for a reservation refuse it: waiting would not help.
+    p.hold(6);
+    check!(p.reserve(&slots, 3, |_| 0) == Reserve::NoRoom && p.queued() == 2);
+    // Busy entries that eviction holds while making room refuse it too.
+    p.release(6);
+    check!(p.reserve(&slots, 7, |e| e.1) == Reserve::NoRoom && p.reserved() == 0);
+    check!(p.held() == 2 && p.is_empty());
+    // Reservations carried over to a partition of another limit count there.
+    let mut q = Partition::new(2);
+    q.keep_reserved(3);
+    check!(q.used() == 3 && !q.push(&mut slots, Entry(9, 1), |_| 0));
+    q.unreserve(3);
+    check!(q.push(&mut slots, Entry(9, 1), |_| 0));
+    Ok(())
+}
+
+/// A leg reserves a synchronous window of `ra_pages`, or for a longer leg up to its length and
+/// the device's `io_pages`, and an asynchronous one of that or the current window's size,
+/// whichever is larger.
+pub fn readahead_leg_reserve() -> Result<(), CaseError> {
+    let s = |ra_pages: u32, ra_size: u64| Stream {
+        prev_pos: 0,
+        ra_pages,
+        random: false,
+        ra_start: 0,
+        ra_size,
+    };
+    check!(readahead::leg_reserve(&s(32, 0), 256, 1) == 64);
+    check!(readahead::leg_reserve(&s(32, 32), 256, 1) == 64);
+    check!(readahead::leg_reserve(&s(32, 128), 256, 1) == 160);
+    check!(readahead::leg_reserve(&s(32, 16), 256, 100) == 200);
+    check!(readahead::leg_reserve(&s(32, 16), 256, 2048) == 512);
+    check!(readahead::leg_reserve(&s(32, 16), 16, 2048) == 64);
+    check!(readahead::leg_reserve(&s(0, 0), 0, 0) == 0);
+    check!(readahead::leg_reserve(&s(u32::MAX, u64::MAX), 0, 1) == u64::MAX);
     Ok(())
 }
 

@@ -16,8 +16,9 @@
 //! leaves them to the partition (`IOCB_DONTCACHE_DEFER`). [`Partition`] bounds what they may
 //! hold: a FIFO of folios weighted by their pages, whose oldest entries are handed back for
 //! eviction when a new one would exceed its bound. It stores entries in a caller-provided slice
-//! and never allocates. [`Watermarks`] splits a limit between the FIFO, the windows in flight
-//! and a background evictor, so that readers seldom evict themselves; [`in_window`] says
+//! and never allocates. Room for the windows of reads in flight is reserved in it before they
+//! are read ahead ([`Partition::reserve`], [`leg_reserve`]). [`Watermarks`] sets when a
+//! background evictor runs, so that readers seldom evict themselves; [`in_window`] says
 //! whether a read-ahead leg's pages were accounted by a window. [`bridge`] says where a stream
 //! that runs through cached pages should look for the next page to read ahead, so that its
 //! window does not stay behind.
@@ -191,18 +192,37 @@ pub trait Weighted: Copy {
 /// them. Held pages count against the limit until the caller releases them, so that the pages
 /// the partition leaves in the page cache never exceed it.
 ///
+/// It also counts *reserved* pages: room taken by [`Partition::reserve`] for the windows a read
+/// is about to read ahead, which are in the page cache before they can be admitted. A
+/// reservation counts against the limit until [`Partition::unreserve`]d, entry by entry as its
+/// windows are admitted and the rest when the read is done, so that what the readers in flight
+/// bring in fits too, however many there are.
+///
 /// # Invariants
 ///
 /// `len <= slots.len()` of the slice in use, `head < slots.len()` unless it is empty, and
-/// `pages` is the sum of the pages of the `len` entries from `head` on. `pages + held` is at
-/// most `limit` except after [`Partition::hold`].
+/// `pages` is the sum of the pages of the `len` entries from `head` on. `pages + held +
+/// reserved` is at most `limit` except after [`Partition::hold`] or
+/// [`Partition::keep_reserved`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Partition {
     head: usize,
     len: usize,
     pages: u64,
     held: u64,
+    reserved: u64,
     limit: u64,
+}
+
+/// What [`Partition::reserve`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reserve {
+    /// The pages are reserved; the oldest entries were evicted to make room.
+    Done,
+    /// Other reservations leave no room now: they end when their reads are done.
+    Wait,
+    /// The held pages leave no room even without other reservations.
+    NoRoom,
 }
 
 impl Partition {
@@ -213,6 +233,7 @@ impl Partition {
             len: 0,
             pages: 0,
             held: 0,
+            reserved: 0,
             limit,
         }
     }
@@ -227,7 +248,8 @@ impl Partition {
         self.len == 0
     }
 
-    /// The pages the partition accounts for: those of its entries and those held.
+    /// The pages the partition's books account for: those of its entries and those held (not
+    /// the reserved ones).
     pub fn pages(&self) -> u64 {
         self.pages.saturating_add(self.held)
     }
@@ -240,6 +262,16 @@ impl Partition {
     /// The pages held: out of the ring, not released yet.
     pub fn held(&self) -> u64 {
         self.held
+    }
+
+    /// The pages reserved for windows in flight.
+    pub fn reserved(&self) -> u64 {
+        self.reserved
+    }
+
+    /// The pages counted against the limit: the books' and the reserved ones.
+    pub fn used(&self) -> u64 {
+        self.pages().saturating_add(self.reserved)
     }
 
     /// The most pages the partition holds.
@@ -279,14 +311,76 @@ impl Partition {
         self.held = self.held.saturating_sub(pages);
     }
 
+    /// Hands the oldest entries to `evict` until `pages` more fit in both the page limit and
+    /// the slots (see [`Partition::push`]).
+    fn make_room<E: Weighted>(
+        &mut self,
+        slots: &[E],
+        pages: u64,
+        evict: &mut impl FnMut(E) -> u64,
+    ) {
+        while self.used().saturating_add(pages) > self.limit || self.len == slots.len() {
+            match self.pop(slots) {
+                Some(old) => {
+                    let kept = evict(old).min(old.pages().max(1));
+                    self.hold(kept);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Reserves `pages` for windows about to be read ahead, first handing the oldest entries
+    /// to `evict` (as [`Partition::push`] does) until they fit. Evicts nothing unless the
+    /// reservation can be made: [`Reserve::Wait`] if the other reservations leave no room,
+    /// [`Reserve::NoRoom`] if the held pages alone do.
+    pub fn reserve<E: Weighted>(
+        &mut self,
+        slots: &[E],
+        pages: u64,
+        mut evict: impl FnMut(E) -> u64,
+    ) -> Reserve {
+        if self.held.saturating_add(pages) > self.limit {
+            return Reserve::NoRoom;
+        }
+        if self
+            .held
+            .saturating_add(self.reserved)
+            .saturating_add(pages)
+            > self.limit
+        {
+            return Reserve::Wait;
+        }
+        self.make_room(slots, pages, &mut evict);
+        if self.used().saturating_add(pages) > self.limit {
+            // `evict` held more than the entries it was given left: the books are full of
+            // held pages.
+            return Reserve::NoRoom;
+        }
+        self.reserved += pages;
+        Reserve::Done
+    }
+
+    /// Gives back `pages` reserved pages: a window of the reservation was admitted, or the
+    /// read is done.
+    pub fn unreserve(&mut self, pages: u64) {
+        self.reserved = self.reserved.saturating_sub(pages);
+    }
+
+    /// Counts `pages` more as reserved, even beyond the limit: the reservations still in
+    /// flight when the partition is replaced by one of another limit.
+    pub fn keep_reserved(&mut self, pages: u64) {
+        self.reserved = self.reserved.saturating_add(pages);
+    }
+
     /// Adds `e` as the newest entry, first handing the oldest entries to `evict` until it fits
-    /// in both the page limit and the slots. `evict` returns the pages of the entry it was
-    /// given that stay in the page cache (a busy folio) and are to be held, at most the
-    /// entry's own.
+    /// in both the page limit (with the reserved pages) and the slots. `evict` returns the
+    /// pages of the entry it was given that stay in the page cache (a busy folio) and are to
+    /// be held, at most the entry's own.
     ///
     /// Returns `false`, and evicts nothing, if `e` alone holds more than the limit (or there
-    /// are no slots); returns `false` also if the held pages leave no room for `e` with the
-    /// ring empty. The caller then treats `e` as not admitted.
+    /// are no slots); returns `false` also if the held and reserved pages leave no room for `e`
+    /// with the ring empty. The caller then treats `e` as not admitted.
     pub fn push<E: Weighted>(
         &mut self,
         slots: &mut [E],
@@ -297,16 +391,8 @@ impl Partition {
         if pages > self.limit || slots.is_empty() {
             return false;
         }
-        while self.pages() + pages > self.limit || self.len == slots.len() {
-            match self.pop(slots) {
-                Some(old) => {
-                    let kept = evict(old).min(old.pages().max(1));
-                    self.hold(kept);
-                }
-                None => break,
-            }
-        }
-        if self.pages() + pages > self.limit {
+        self.make_room(slots, pages, &mut evict);
+        if self.used() + pages > self.limit {
             return false;
         }
         let at = (self.head + self.len) % slots.len();
@@ -317,38 +403,58 @@ impl Partition {
     }
 }
 
+/// The most pages a page-cache leg of `leg_pages` pages of `stream` may bring into the page
+/// cache by read-ahead, to be reserved before it ([`Partition::reserve`]).
+///
+/// As the kernel's read-ahead (mm/readahead.c) reads: a synchronous window where the leg misses
+/// a page, of at most `max` pages, the file's `ra_pages` or, for a leg larger than that, up to
+/// the leg and the device's `io_pages` (`ractl_max_pages()`); and an asynchronous window where
+/// it meets a marked folio, of the current window's size (`ra_size`, which such a window never
+/// shrinks) or at most `max`. A leg shorter than a window meets each once at most; a longer one
+/// (never left to the partition) drops each folio it consumes, so that at most those two
+/// windows are in the page cache at once.
+pub fn leg_reserve(stream: &Stream, io_pages: u64, leg_pages: u64) -> u64 {
+    let ra_pages = u64::from(stream.ra_pages);
+    let max = if leg_pages > ra_pages && io_pages > ra_pages {
+        leg_pages.min(io_pages)
+    } else {
+        ra_pages
+    };
+    max.saturating_add(max.max(stream.ra_size))
+}
+
 /// How a partition of `limit` pages stays within its limit while readers seldom evict.
 ///
 /// A window that read-ahead brings in for the GPU is in the page cache before the router admits
-/// it, so the FIFO's books may hold at most [`Watermarks::hard`] pages: the last quarter of the
-/// limit is left to windows in flight (four streams with the default 128 KiB window). A reader
-/// whose admission would exceed `hard` evicts the oldest entries itself. Before that, once the
-/// books hold more than [`Watermarks::kick`] pages (11/16 of the limit), a reader wakes a
-/// background evictor that brings them down to [`Watermarks::target`]: the oldest entries are
-/// the pages the streams consumed first, and the half of the limit that stays keeps what
-/// read-ahead brought in but the streams did not consume yet (two windows for each of four
+/// it, so a read reserves room for its windows first ([`Partition::reserve`]), evicting the
+/// oldest entries itself if the books and the other reservations leave too little. Before that,
+/// once the books hold more than [`Watermarks::kick`] pages (11/16 of the limit), a reader
+/// wakes a background evictor that brings them down to [`Watermarks::target`]: the oldest
+/// entries are the pages the streams consumed first, and the half of the limit that stays keeps
+/// what read-ahead brought in but the streams did not consume yet (two windows for each of four
 /// streams with the default window). The 3/16 in between is what one wake-up evicts (three
-/// default windows): a wake-up costs the reader an IPI.
+/// default windows): a wake-up costs the reader an IPI. A stream through cached pages reads at
+/// most [`Watermarks::lead`] pages ahead ([`bridge_lead`]).
 ///
-/// For every limit, `target <= kick <= hard <= limit`, and `hard >= 1` if `limit >= 1`.
+/// For every limit, `target <= kick <= limit` and `lead <= limit`, and `lead >= 1` if
+/// `limit >= 1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Watermarks {
-    /// The most pages the books hold.
-    pub hard: u64,
-    /// Above this many pages, admission wakes the background evictor.
+    /// Above this many pages in the books, admission wakes the background evictor.
     pub kick: u64,
     /// The background evictor stops at this many pages.
     pub target: u64,
+    /// The most pages a window bridged across cached pages spans: a quarter of the limit.
+    pub lead: u64,
 }
 
 impl Watermarks {
     /// The watermarks of a partition of `limit` pages.
     pub const fn new(limit: u64) -> Self {
-        let target = limit / 2;
         Self {
-            hard: limit - limit / 4,
             kick: limit / 2 + limit / 8 + limit / 16,
-            target,
+            target: limit / 2,
+            lead: if limit / 4 == 0 { limit } else { limit / 4 },
         }
     }
 }

@@ -55,6 +55,8 @@ cases!(
     partition_rebuilt_smaller,
     partition_holds_busy_pages,
     partition_watermarks_order,
+    partition_reserves_windows,
+    readahead_leg_reserve,
     readahead_leg_in_window,
     readahead_bridge_range,
     readahead_same_page,

@@ -2,11 +2,12 @@
 
 //! Property tests of the GPU read-ahead partition's bookkeeping (rust/spin/sched/readahead.rs)
 //! against a plain `VecDeque` model: the same entries are evicted in the same order, the page
-//! limit is never exceeded with the pages found busy held, and rebuilding into a smaller ring
+//! limit is never exceeded with the pages found busy held and the pages reserved for windows in
+//! flight, a reservation evicts only when it can be made, and rebuilding into a smaller ring
 //! keeps the newest entries.
 
 use proptest::prelude::*;
-use spin_core::sched::readahead::{Partition, Weighted};
+use spin_core::sched::readahead::{Partition, Reserve, Weighted};
 use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,13 +24,14 @@ proptest! {
     fn partition_matches_fifo_model(
         limit in 1u64..64,
         slots_len in 1usize..64,
-        ops in prop::collection::vec((0u8..6, 1u64..9), 0..400),
+        ops in prop::collection::vec((0u8..8, 1u64..9), 0..400),
         busy_every in 0u32..5,
     ) {
         let mut slots = vec![Folio(0, 1); slots_len];
         let mut p = Partition::new(limit);
         let mut model: VecDeque<Folio> = VecDeque::new();
         let mut held = 0u64;
+        let mut reserved = 0u64;
         // Entry `id` is found busy when evicted if `busy_every` divides it (never for 0).
         let busy = |id: u32| busy_every != 0 && id % busy_every == 0;
         let sum = |m: &VecDeque<Folio>| m.iter().map(|e| e.1).sum::<u64>();
@@ -44,6 +46,39 @@ proptest! {
             } else if op == 2 {
                 p.release(pages);
                 held = held.saturating_sub(pages);
+            } else if op == 3 {
+                let mut got = Vec::new();
+                let r = p.reserve(&slots, pages, |e| {
+                    got.push(e);
+                    if busy(e.0) { e.1 } else { 0 }
+                });
+                let mut want = Vec::new();
+                let expect = if held + pages > limit {
+                    Reserve::NoRoom
+                } else if held + reserved + pages > limit {
+                    Reserve::Wait
+                } else {
+                    while sum(&model) + held + reserved + pages > limit
+                        || model.len() == slots_len
+                    {
+                        let Some(old) = model.pop_front() else { break };
+                        if busy(old.0) {
+                            held += old.1;
+                        }
+                        want.push(old);
+                    }
+                    if sum(&model) + held + reserved + pages <= limit {
+                        reserved += pages;
+                        Reserve::Done
+                    } else {
+                        Reserve::NoRoom
+                    }
+                };
+                prop_assert_eq!(r, expect);
+                prop_assert_eq!(got, want);
+            } else if op == 4 {
+                p.unreserve(pages);
+                reserved = reserved.saturating_sub(pages);
             } else {
                 let mut got = Vec::new();
                 let admitted = p.push(&mut slots, f, |e| {
@@ -53,14 +88,16 @@ proptest! {
                 let mut want = Vec::new();
                 let mut fits = false;
                 if pages <= limit {
-                    while sum(&model) + held + pages > limit || model.len() == slots_len {
+                    while sum(&model) + held + reserved + pages > limit
+                        || model.len() == slots_len
+                    {
                         let Some(old) = model.pop_front() else { break };
                         if busy(old.0) {
                             held += old.1;
                         }
                         want.push(old);
                     }
-                    fits = sum(&model) + held + pages <= limit;
+                    fits = sum(&model) + held + reserved + pages <= limit;
                     if fits {
                         model.push_back(f);
                     }
@@ -68,8 +105,9 @@ proptest! {
                 prop_assert_eq!(admitted, fits);
                 prop_assert_eq!(got, want);
             }
-            prop_assert!(p.pages() <= p.limit());
+            prop_assert!(p.used() <= p.limit());
             prop_assert_eq!(p.held(), held);
+            prop_assert_eq!(p.reserved(), reserved);
             prop_assert_eq!(p.queued(), sum(&model));
             prop_assert_eq!(p.pages(), sum(&model) + held);
             prop_assert_eq!(p.len(), model.len());
@@ -78,6 +116,7 @@ proptest! {
         // order, what the same FIFO rule keeps; entries larger than the new limit are refused.
         let small = limit / 2 + 1;
         let mut new_slots = vec![Folio(0, 1); small as usize];
+        p.unreserve(reserved);
         let mut q = Partition::new(small);
         let mut want: VecDeque<Folio> = VecDeque::new();
         while let Some(e) = p.pop(&slots) {
