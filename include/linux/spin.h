@@ -274,8 +274,10 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 			 size_t len, bool defer, struct spin_ra_window *win);
 unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 			     struct spin_ra_folio *out, unsigned int max);
-bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
-		    pgoff_t end, unsigned long max, struct spin_ra_window *win);
+bool spin_ra_bridge_gap(struct file *file, pgoff_t first, pgoff_t from,
+			pgoff_t end, pgoff_t *gap);
+bool spin_ra_bridge(struct file *file, pgoff_t gap, unsigned long max,
+		    struct spin_ra_window *win);
 int spin_sysfs_init(void);
 bool spin_should_fail_plan(void);
 bool spin_should_fail_evict(void);

@@ -567,49 +567,37 @@ static pgoff_t spin_next_miss(struct address_space *mapping, pgoff_t index,
 }
 
 /**
- * spin_ra_bridge - read ahead from the first page a GPU stream will miss
+ * spin_ra_bridge_gap - the first page a GPU stream through cached pages will miss
  * @file: the file
  * @first: first page of the read about to be served
  * @from: first page to look at
  * @end: page after the last one to look at
- * @max: the pages to read ahead (the stream's lead: a few windows)
- * @win: filled in: the window read ahead, if any
+ * @gap: filled in: the first page of @from..@end not in the page cache
  *
  * GPU read-ahead's look-ahead across cached pages (see bridge() in
  * rust/spin/sched/readahead.rs): if the pages of the read, @first on, and
- * those up to @from are cached and a page of @from..@end is not, read @max
- * pages ahead from the first missing one, uncached (dropbehind folios, as
- * IOCB_DONTCACHE reads them), so that the device reads them while the stream
- * still copies the cached pages before them, and make them the file's
- * read-ahead window with its marker on its first page. The
- * read that reaches that page then finds it read or in flight and moves the
- * window on asynchronously, as if the stream had never left it. Pages in the
- * page cache are skipped, as page_cache_ra_unbounded() does; nothing is read
- * past the end of the file. The caller holds no lock of the filesystem's.
+ * those up to @from are cached and a page of @from..@end is not, the caller
+ * reads a few windows ahead from it (spin_ra_bridge()), so that the device
+ * reads them while the stream still copies the cached pages before them. It
+ * looks before it reserves room for them in the GPU read-ahead partition.
  *
- * file_ra_state is updated without a lock, as the page cache's own read-ahead
- * does: a racing reader only changes a heuristic.
- *
- * Context: Process context; may sleep (it allocates folios and starts I/O).
+ * Context: RCU read lock taken; no lock of the filesystem's held.
  * A read that misses a page of its own starts read-ahead there itself, which
  * a window read ahead of it would only get in the way of (its marker would
- * land on a page read already): nothing is done then.
+ * land on a page read already): no gap is reported then.
  *
- * Return: %true if a window was read ahead (@win describes it, @win->moved
- * set), %false if every page looked at is cached, a page of the read or
- * before @from is not, the window would start past the end of the file,
- * read-ahead is off or the task's blkcg is congested.
+ * Return: %true if @gap was found; %false if every page looked at is cached,
+ * a page of the read or before @from is not, the gap lies past the end of
+ * the file, read-ahead is off or the task's blkcg is congested.
  */
-bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
-		    pgoff_t end, unsigned long max, struct spin_ra_window *win)
+bool spin_ra_bridge_gap(struct file *file, pgoff_t first, pgoff_t from,
+			pgoff_t end, pgoff_t *gap)
 {
 	struct address_space *mapping = file->f_mapping;
-	struct file_ra_state *ra = &file->f_ra;
-	unsigned int nr = min_t(unsigned long, max, UINT_MAX);
 	loff_t isize = i_size_read(mapping->host);
-	pgoff_t gap, last;
+	pgoff_t miss;
 
-	if (!nr || !READ_ONCE(ra->ra_pages) || first > from || from >= end)
+	if (!READ_ONCE(file->f_ra.ra_pages) || first > from || from >= end)
 		return false;
 	/*
 	 * The look-ahead first: a stream through cached pages finds no gap
@@ -617,12 +605,52 @@ bool spin_ra_bridge(struct file *file, pgoff_t first, pgoff_t from,
 	 * when the index wraps.
 	 */
 	rcu_read_lock();
-	gap = page_cache_next_miss(mapping, from, end - from);
-	if (gap >= from && gap < end && first < from &&
+	miss = page_cache_next_miss(mapping, from, end - from);
+	if (miss >= from && miss < end && first < from &&
 	    spin_next_miss(mapping, first, from - first) < from)
-		gap = end;
+		miss = end;
 	rcu_read_unlock();
-	if (gap < from || gap >= end || isize <= 0 || blk_cgroup_congested())
+	if (miss < from || miss >= end || isize <= 0 || blk_cgroup_congested())
+		return false;
+	if (miss > (isize - 1) >> PAGE_SHIFT)
+		return false;
+	*gap = miss;
+	return true;
+}
+
+/**
+ * spin_ra_bridge - read ahead from the first page a GPU stream will miss
+ * @file: the file
+ * @gap: that page (spin_ra_bridge_gap())
+ * @max: the pages to read ahead (the stream's lead: a few windows)
+ * @win: filled in: the window read ahead, if any
+ *
+ * Reads @max pages ahead from @gap, uncached (dropbehind folios, as
+ * IOCB_DONTCACHE reads them), and makes them the file's read-ahead window
+ * with its marker on its first page. The read that reaches that page then
+ * finds it read or in flight and moves the window on asynchronously, as if
+ * the stream had never left it. Pages in the page cache are skipped, as
+ * page_cache_ra_unbounded() does; nothing is read past the end of the file.
+ *
+ * file_ra_state is updated without a lock, as the page cache's own read-ahead
+ * does: a racing reader only changes a heuristic.
+ *
+ * Context: Process context; may sleep (it allocates folios and starts I/O).
+ * The caller holds no lock of the filesystem's.
+ *
+ * Return: %true if a window was read ahead (@win describes it, @win->moved
+ * set), %false if @max is 0 or @gap now lies past the end of the file.
+ */
+bool spin_ra_bridge(struct file *file, pgoff_t gap, unsigned long max,
+		    struct spin_ra_window *win)
+{
+	struct address_space *mapping = file->f_mapping;
+	struct file_ra_state *ra = &file->f_ra;
+	unsigned int nr = min_t(unsigned long, max, UINT_MAX);
+	loff_t isize = i_size_read(mapping->host);
+	pgoff_t last;
+
+	if (!nr || isize <= 0)
 		return false;
 	last = (isize - 1) >> PAGE_SHIFT;
 	if (gap > last)

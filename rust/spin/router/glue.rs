@@ -510,20 +510,33 @@ impl Request<'_> {
         (Ok(ret as usize), win)
     }
 
-    /// Reads a window of at most `max` pages ahead, uncached, from the first of the file's
-    /// pages `from .. end` that is not in the page cache, and makes it the file's read-ahead
-    /// window (`spin_ra_bridge()`); returns it, or `None` if those pages are all cached, a page
-    /// from `first` (the read's first page) to `from` is not, they lie past the end of the file
-    /// or read-ahead is off.
-    pub(crate) fn ra_bridge(&self, first: u64, from: u64, end: u64, max: u64) -> Option<RaWindow> {
-        // SAFETY: `spin_ra_window` is plain data; all-zero is a valid value.
-        let mut win: bindings::spin_ra_window = unsafe { core::mem::zeroed() };
+    /// The first of the file's pages `from .. end` that is not in the page cache, if the pages
+    /// from `first` (the read's first page) to `from` are (`spin_ra_bridge_gap()`); `None` if
+    /// those pages are all cached, one from `first` to `from` is not, the gap lies past the end
+    /// of the file or read-ahead is off.
+    pub(crate) fn ra_bridge_gap(&self, first: u64, from: u64, end: u64) -> Option<u64> {
         let first = usize::try_from(first).ok()?;
         let (from, end) = (usize::try_from(from).ok()?, usize::try_from(end).ok()?);
+        let mut gap = 0;
+        // SAFETY: The file is valid (type invariant); the router holds no filesystem lock
+        // here; `gap` is a local.
+        if !unsafe { bindings::spin_ra_bridge_gap(self.file(), first, from, end, &mut gap) } {
+            return None;
+        }
+        Some(gap as u64)
+    }
+
+    /// Reads a window of at most `max` pages ahead from page `gap`, uncached, and makes it the
+    /// file's read-ahead window (`spin_ra_bridge()`); returns it, or `None` if `gap` lies past
+    /// the end of the file.
+    pub(crate) fn ra_bridge(&self, gap: u64, max: u64) -> Option<RaWindow> {
+        // SAFETY: `spin_ra_window` is plain data; all-zero is a valid value.
+        let mut win: bindings::spin_ra_window = unsafe { core::mem::zeroed() };
+        let gap = usize::try_from(gap).ok()?;
         let max = usize::try_from(max).unwrap_or(usize::MAX);
         // SAFETY: The file is valid (type invariant); the router holds no filesystem lock
         // here; `win` is a local.
-        if !unsafe { bindings::spin_ra_bridge(self.file(), first, from, end, max, &mut win) } {
+        if !unsafe { bindings::spin_ra_bridge(self.file(), gap, max, &mut win) } {
             return None;
         }
         Some(RaWindow::from(&win))

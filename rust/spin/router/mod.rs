@@ -369,8 +369,11 @@ impl Ctx<'_, '_> {
     /// window covers are admitted here. Other legs drop the dropbehind folios they consume, as
     /// the pages of a random read are in no window.
     ///
-    /// Room for what the leg may read ahead is reserved in the partition first
-    /// ([`readahead::reserve`]); a leg that cannot have it reads through the plain page cache.
+    /// With [`Ctx::ra`], what is cached from the leg's start is first copied with no I/O
+    /// (`IOCB_NOIO`, which stops at a page to read or at a read-ahead marker; the dropbehind
+    /// folios it consumes stay for the partition, which holds them already), so that it has
+    /// nothing to reserve; the rest reserves room in the partition for what it may read ahead
+    /// ([`readahead::reserve`]), and reads through the plain page cache if it cannot have it.
     fn copy_ra(
         &mut self,
         pos: i64,
@@ -378,19 +381,43 @@ impl Ctx<'_, '_> {
         len: usize,
         defer: bool,
     ) -> Result<(usize, Option<RaWindow>)> {
-        let first = pos as u64 / PAGE_SIZE as u64;
-        let res = if self.ra {
-            let last = (pos as u64 + len.max(1) as u64 - 1) / PAGE_SIZE as u64;
-            let (stream, _, io_pages) = self.req.stream();
-            let pages = sched::readahead::leg_reserve(&stream, io_pages, last - first + 1);
-            readahead::reserve(pages)
-        } else {
-            None
-        };
-        let Some(mut res) = res else {
-            let n = self.req.sub_read(pos, addr, len, false)?;
-            self.done(pos, n, false);
+        if !self.ra {
+            return self.copy_plain(pos, addr, len).map(|n| (n, None));
+        }
+        let n = self.req.sub_read_noio(pos, addr, len, true)?;
+        self.done(pos, n, false);
+        if n == len {
             return Ok((n, None));
+        }
+        match self.read_ra(pos + n as i64, addr + n, len - n, defer) {
+            Ok((m, win)) => Ok((n + m, win)),
+            Err(_) if n > 0 => Ok((n, None)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads a leg through the page cache, neither uncached nor with GPU read-ahead.
+    fn copy_plain(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        let n = self.req.sub_read(pos, addr, len, false)?;
+        self.done(pos, n, false);
+        Ok(n)
+    }
+
+    /// The part of [`Ctx::copy_ra`] that reads: reserves room for the leg's windows, reads it
+    /// uncached and admits what it read ahead.
+    fn read_ra(
+        &mut self,
+        pos: i64,
+        addr: usize,
+        len: usize,
+        defer: bool,
+    ) -> Result<(usize, Option<RaWindow>)> {
+        let first = pos as u64 / PAGE_SIZE as u64;
+        let last = (pos as u64 + len.max(1) as u64 - 1) / PAGE_SIZE as u64;
+        let (stream, _, io_pages) = self.req.stream();
+        let pages = sched::readahead::leg_reserve(&stream, io_pages, last - first + 1);
+        let Some(mut res) = readahead::reserve(pages) else {
+            return self.copy_plain(pos, addr, len).map(|n| (n, None));
         };
         let (r, win) = self.req.sub_read_ra(pos, addr, len, defer);
         let mut pages = 0;
@@ -473,36 +500,23 @@ impl Ctx<'_, '_> {
         }
     }
 
-    /// The full path of [`Ctx::prefetch`]: a bridge if the stream needs one, then a copy of
-    /// what is cached up to a page to read or a read-ahead marker, with no I/O and so with no
-    /// room to reserve in the partition, then the rest with read-ahead.
+    /// The full path of [`Ctx::prefetch`]: a bridge if the stream needs one, then the leg with
+    /// read-ahead.
     fn prefetch_ra(&mut self, stream: &Stream, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        let first = pos as u64 / PAGE_SIZE as u64;
         let page = PAGE_SIZE as u32;
         let lead = readahead::bridge_lead(stream.ra_pages);
         let look = sched::readahead::bridge(stream, pos as u64, len as u64, lead, page);
         if let Some((from, end)) = look {
-            let first = pos as u64 / PAGE_SIZE as u64;
             let pages = readahead::bridge(self.req, &self.info, first, from, end, lead);
             if pages != 0 {
                 self.account.ra_pages(pages);
             }
         }
-        let n = self.req.sub_read_noio(pos, addr, len, true)?;
-        self.done(pos, n, false);
-        if n == len {
-            self.account.ra_request(true);
-            return Ok(n);
-        }
-        let at = pos + n as i64;
-        let first = at as u64 / PAGE_SIZE as u64;
-        let r = self.copy_ra(at, addr + n, len - n, true);
+        let r = self.copy_ra(pos, addr, len, true);
         let miss = matches!(&r, Ok((_, Some(win))) if win.start <= first);
         self.account.ra_request(!miss);
-        match r {
-            Ok((m, _)) => Ok(n + m),
-            Err(_) if n > 0 => Ok(n),
-            Err(e) => Err(e),
-        }
+        r.map(|(n, _)| n)
     }
 
     /// Schedules a read that may go by P2P. In `auto` mode one below `S_cutoff` first copies

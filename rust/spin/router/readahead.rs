@@ -23,18 +23,19 @@
 //! many streams read at once. A reservation evicts the oldest entries to fit; one that other
 //! reservations leave no room for waits for them to end (a leg's I/O); one that the held pages
 //! leave no room for is refused, and the leg reads through the plain page cache instead
-//! (`ra_legs_no_room`). A leg that copies only cached pages reserves nothing: a sequential leg
-//! first copies with `IOCB_NOIO`, which stops at a page to read or a read-ahead marker. The
+//! (`ra_legs_no_room`). A leg that copies only cached pages reserves nothing: a leg first
+//! copies with `IOCB_NOIO`, which stops at a page to read or a read-ahead marker. The
 //! windows a leg admits are taken out of its reservation; pages admitted beyond it
 //! (`ra_pages_unreserved`, which the tests expect to stay 0) mean `leg_reserve()` was wrong.
 //!
-//! Above 11/16 of the limit ([`Watermarks`]) an admission wakes the [`Evictor`], which evicts the oldest entries, the pages the streams consumed first, down to
-//! half the limit on an unbound workqueue, away from the readers: it takes 16 entries at a time
-//! out of the books and evicts them with the partition released, the folios of one file under
-//! one hold of its page cache's locks (`filemap_evict_dropbehind_batch()`). The cached prefix
-//! copied before a schedule (no I/O) leaves them too. Other page-cache legs (the edges and
-//! uncached runs of a schedule, whose read-ahead may be no window) drop what they consume
-//! themselves.
+//! Above 11/16 of the limit ([`Watermarks`]) an admission wakes the [`Evictor`], which evicts
+//! the oldest entries, the pages the streams consumed first, down to half the limit on an
+//! unbound workqueue, away from the readers: it takes 16 entries at a time out of the books and
+//! evicts them with the partition released, the folios of one file under one hold of its page
+//! cache's locks (`filemap_evict_dropbehind_batch()`). The cached prefix copied before a
+//! schedule (no I/O), and what every leg copies before it reads, leave them too. Other
+//! page-cache legs (the edges and uncached runs of a schedule, whose read-ahead may be no
+//! window) drop the folios they read themselves.
 //!
 //! A stream that runs through cached pages leaves the page cache's window behind; [`bridge`]
 //! reads a window ahead from the first page it would miss (`spin_ra_bridge()`), admitted like
@@ -571,8 +572,9 @@ pub(crate) fn admit(
 /// Looks at the file's pages `from .. end` ahead of a sequential read of `req` into GPU memory
 /// that starts at page `first` ([`crate::sched::readahead::bridge`]) and, if one is not in the
 /// page cache while the pages from `first` to `from` are, reads `lead` pages ahead from it
-/// ([`bridge_lead`]) and admits them into the partition; returns the pages admitted. The
-/// `lead` pages are reserved first; nothing is read ahead if they cannot be.
+/// ([`bridge_lead`]) and admits them into the partition; returns the pages admitted. Once a
+/// page to read is found, the `lead` pages are reserved; nothing is read ahead if they cannot
+/// be.
 pub(crate) fn bridge(
     req: &Request<'_>,
     info: &FileInfo,
@@ -581,10 +583,13 @@ pub(crate) fn bridge(
     end: u64,
     lead: u32,
 ) -> u64 {
+    let Some(gap) = req.ra_bridge_gap(first, from, end) else {
+        return 0;
+    };
     let Some(mut res) = reserve(u64::from(lead)) else {
         return 0;
     };
-    let Some(win) = req.ra_bridge(first, from, end, u64::from(lead)) else {
+    let Some(win) = req.ra_bridge(gap, u64::from(lead)) else {
         return 0;
     };
     STATS.bridged.add(1, Relaxed);
