@@ -35,6 +35,19 @@ proptest! {
         // Entry `id` is found busy when evicted if `busy_every` divides it (never for 0).
         let busy = |id: u32| busy_every != 0 && id % busy_every == 0;
         let sum = |m: &VecDeque<Folio>| m.iter().map(|e| e.1).sum::<u64>();
+        // The model's FIFO rule: the oldest entries go, the busy ones held, until `more` pages
+        // fit beside the entries and the held pages, and a slot is free.
+        let make_room = |model: &mut VecDeque<Folio>, held: &mut u64, more: u64| {
+            let mut gone = Vec::new();
+            while sum(model) + *held + more > limit || model.len() == slots_len {
+                let Some(old) = model.pop_front() else { break };
+                if busy(old.0) {
+                    *held += old.1;
+                }
+                gone.push(old);
+            }
+            gone
+        };
         for (id, (op, pages)) in ops.into_iter().enumerate() {
             let f = Folio(id as u32, pages);
             if op == 0 {
@@ -58,15 +71,7 @@ proptest! {
                 } else if held + reserved + pages > limit {
                     Reserve::Wait
                 } else {
-                    while sum(&model) + held + reserved + pages > limit
-                        || model.len() == slots_len
-                    {
-                        let Some(old) = model.pop_front() else { break };
-                        if busy(old.0) {
-                            held += old.1;
-                        }
-                        want.push(old);
-                    }
+                    want = make_room(&mut model, &mut held, reserved + pages);
                     if sum(&model) + held + reserved + pages <= limit {
                         reserved += pages;
                         Reserve::Done
@@ -88,15 +93,7 @@ proptest! {
                 let mut want = Vec::new();
                 let mut fits = false;
                 if pages <= limit {
-                    while sum(&model) + held + reserved + pages > limit
-                        || model.len() == slots_len
-                    {
-                        let Some(old) = model.pop_front() else { break };
-                        if busy(old.0) {
-                            held += old.1;
-                        }
-                        want.push(old);
-                    }
+                    want = make_room(&mut model, &mut held, reserved + pages);
                     fits = sum(&model) + held + reserved + pages <= limit;
                     if fits {
                         model.push_back(f);
