@@ -150,13 +150,11 @@ static int make_named(const struct fs *fs, const char *name, size_t pages, uint6
 
 /*
  * Read @len bytes of @fd from 0 in @chunk-byte preads into GPU memory at @goff;
- * every @every reads, @sample() is called. Returns the bytes read.
+ * returns the bytes read.
  */
-static long long stream(int fd, size_t goff, size_t len, size_t chunk, int every,
-			void (*sample)(void *), void *arg)
+static long long stream(int fd, size_t goff, size_t len, size_t chunk)
 {
 	long long done = 0;
-	int reads = 0;
 
 	while ((size_t)done < len) {
 		size_t n = len - done < chunk ? len - done : chunk;
@@ -165,8 +163,6 @@ static long long stream(int fd, size_t goff, size_t len, size_t chunk, int every
 		if (got <= 0)
 			break;
 		done += got;
-		if (sample && ++reads % every == 0)
-			sample(arg);
 	}
 	return done;
 }
@@ -232,7 +228,7 @@ static void bound_start(struct bound *b)
 {
 	char filter[1024];
 	size_t len = 0;
-	struct stat st;
+	struct stat st = { 0 };
 
 	b->events = 0;
 	b->bad = 0;
@@ -341,7 +337,7 @@ static void one_stream(struct fs *fs)
 	busy0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy");
 	unres0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_unreserved");
 	bound_start(&b);
-	done = stream(b.fd[0], 0, len, PG, 1, NULL, NULL);
+	done = stream(b.fd[0], 0, len, PG);
 	bound_end(&b);
 	unres1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_unreserved");
 	req1 = spin_stat_get(fs->stat, "ra_requests");
@@ -422,7 +418,7 @@ static void four_streams(struct fs *fs)
 		if (pid[i] == 0) {
 			int fd = open(path[i], O_RDONLY);
 
-			_exit(fd < 0 || stream(fd, i * len, len, PG, 1, NULL, NULL) !=
+			_exit(fd < 0 || stream(fd, i * len, len, PG) !=
 				 (long long)len);
 		}
 	}
@@ -487,7 +483,7 @@ static int pressure(struct fs *fs, long long limit)
 
 	if (fd < 0)
 		return -1;
-	n = stream(fd, 32 * MiB, 4 * limit * PG, PG, 1, NULL, NULL);
+	n = stream(fd, 32 * MiB, 4 * limit * PG, PG);
 	close(fd);
 	unlink(path);
 	return n == 4 * limit * (long long)PG ? 0 : -1;
@@ -571,7 +567,7 @@ static void test_advice(struct fs *fs)
 	posix_fadvise(fd2, 0, 0, POSIX_FADV_RANDOM);
 	req0 = spin_stat_get(fs->stat, "ra_requests");
 	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
-	ok = stream(fd2, 0, 64 * PG, PG, 1, NULL, NULL) == (long long)(64 * PG) &&
+	ok = stream(fd2, 0, 64 * PG, PG) == (long long)(64 * PG) &&
 	     !gpu_ok(0, 64 * PG, fs->seed + 30, 0, why, sizeof(why));
 	req1 = spin_stat_get(fs->stat, "ra_requests");
 	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
@@ -584,13 +580,13 @@ static void test_advice(struct fs *fs)
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	fd2 = open(path, O_RDONLY);
 	req0 = spin_stat_get(fs->stat, "ra_requests");
-	ok = stream(fd2, 0, 16 * win, win, 1, NULL, NULL) == 16 * win;
+	ok = stream(fd2, 0, 16 * win, win) == 16 * win;
 	req1 = spin_stat_get(fs->stat, "ra_requests");
 	close(fd2);
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	fd2 = open(path, O_RDONLY);
 	posix_fadvise(fd2, 0, 0, POSIX_FADV_SEQUENTIAL);
-	ok = ok && stream(fd2, 0, 16 * win, win, 1, NULL, NULL) == 16 * win &&
+	ok = ok && stream(fd2, 0, 16 * win, win) == 16 * win &&
 	     !gpu_ok(0, 16 * win, fs->seed + 30, 0, why, sizeof(why));
 	req2 = spin_stat_get(fs->stat, "ra_requests");
 	close(fd2);
@@ -620,7 +616,7 @@ static void test_advice(struct fs *fs)
 	for (int i = 0; i < 1000 && resident(fd, win / PG, NULL) < win / (long)PG; i++)
 		usleep(1000);
 	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
-	ok = stream(fd2, 0, win, 16 * KiB, 1, NULL, NULL) == win &&
+	ok = stream(fd2, 0, win, 16 * KiB) == win &&
 	     !gpu_ok(0, win, fs->seed + 30, 0, why, sizeof(why));
 	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	ksft_test_result(ok && p2p1 == p2p0 && resident(fd, win / PG, NULL) == win / (long)PG,
@@ -676,7 +672,7 @@ static void test_bridge(struct fs *fs)
 		ksft_print_msg("%s: tracefs: %s\n", fs->name, strerror(errno));
 	else
 		close(tfd);
-	done = stream(fd, 0, len, 64 * KiB, 1, NULL, NULL);
+	done = stream(fd, 0, len, 64 * KiB);
 	trace_on("0");
 	spin_write_file("/sys/kernel/tracing/events/readahead/enable", "0");
 	req1 = spin_stat_get(fs->stat, "ra_requests");
@@ -772,7 +768,7 @@ static void test_held(struct fs *fs)
 	if (spin_fault_times(FAIL_EVICT, 2))
 		ksft_exit_fail_msg("%s: %s\n", FAIL_EVICT, strerror(errno));
 	bound_start(&b);
-	done = stream(b.fd[0], 0, len, PG, 1, NULL, NULL);
+	done = stream(b.fd[0], 0, len, PG);
 	spin_fault_times(FAIL_EVICT, 0);
 	for (int i = 0; i < 300; i++) {
 		hp = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
@@ -782,7 +778,7 @@ static void test_held(struct fs *fs)
 			break;
 		/* The evictor tries held folios when a reader wakes it: read on. */
 		if (i % 50 == 49)
-			stream(b.fd[0], 0, len, PG, 1, NULL, NULL);
+			stream(b.fd[0], 0, len, PG);
 		usleep(10000);
 	}
 	bound_end(&b);
@@ -822,7 +818,7 @@ static void test_punch(struct fs *fs)
 		char c = 0;
 
 		/* 2 MiB of the stream, then the parent punches and truncates. */
-		done = stream(rfd, 0, 2 * MiB, PG, 1, NULL, NULL);
+		done = stream(rfd, 0, 2 * MiB, PG);
 		if (write(back[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
 			_exit(2);
 		while (done < (long long)len) {
@@ -877,7 +873,7 @@ static void test_knob(struct fs *fs)
 		ksft_exit_fail_msg("knob setup: %s\n", strerror(errno));
 	req0 = spin_stat_get(fs->stat, "ra_requests");
 	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
-	stream(fd, 0, 64 * PG, PG, 1, NULL, NULL);
+	stream(fd, 0, 64 * PG, PG);
 	req1 = spin_stat_get(fs->stat, "ra_requests");
 	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	set_limit(LIMIT);
