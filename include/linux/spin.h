@@ -301,6 +301,7 @@ enum spin_sysfs_attr {
 	SPIN_ATTR_RA_PARTITION,
 	SPIN_ATTR_P2P,
 	SPIN_ATTR_ATOMIC_READS,
+	SPIN_ATTR_PIPELINE,
 };
 
 extern const struct attribute_group spin_disk_attr_group;

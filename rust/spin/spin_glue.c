@@ -1198,11 +1198,17 @@ static struct spin_kobj_attr spin_kobj_attr_atomic_reads = {
 	.nr = SPIN_ATTR_ATOMIC_READS,
 };
 
+static struct spin_kobj_attr spin_kobj_attr_pipeline = {
+	.attr = __ATTR(pipeline, 0644, spin_kobj_show, spin_kobj_store),
+	.nr = SPIN_ATTR_PIPELINE,
+};
+
 static struct attribute *spin_kobj_attrs[] = {
 	&spin_kobj_attr_mode.attr.attr,
 	&spin_kobj_attr_stat.attr.attr,
 	&spin_kobj_attr_ra_partition.attr.attr,
 	&spin_kobj_attr_atomic_reads.attr.attr,
+	&spin_kobj_attr_pipeline.attr.attr,
 	NULL,
 };
 

@@ -928,6 +928,57 @@ impl Drop for AioBatch<'_, '_> {
     }
 }
 
+/// Two batches of P2P legs, one per chunk, so that the legs of the next chunk are in flight
+/// while the CPU copies the current one (see `route_pipelined()`).
+///
+/// A pipe only exists inside [`with_aio_pipe`], which lends it out as `&mut` and waits for every
+/// leg of both batches before it returns. Its batches never leave it: [`AioPipe::open`] and
+/// [`AioPipe::batch`] lend them out as `&mut` too, so that, as with [`with_aio`], the device
+/// never writes into the destination after the request returned.
+pub(crate) struct AioPipe<'r, 'a> {
+    req: &'r Request<'a>,
+    batches: [Option<AioBatch<'r, 'a>>; 2],
+}
+
+/// Runs `f` with an empty [`AioPipe`] for `req`, then waits for every leg still in flight in it.
+/// The legs are asynchronous (see [`with_aio`] for the synchronous kind, which gains nothing
+/// from a pipe).
+pub(crate) fn with_aio_pipe<'r, 'a, R>(
+    req: &'r Request<'a>,
+    f: impl FnOnce(&mut AioPipe<'r, 'a>) -> R,
+) -> R {
+    let mut pipe = AioPipe {
+        req,
+        batches: [None, None],
+    };
+    let r = f(&mut pipe);
+    pipe.close(0);
+    pipe.close(1);
+    r
+}
+
+impl<'r, 'a> AioPipe<'r, 'a> {
+    /// Gives slot `k` (0 or 1) a new batch with room for `n` legs, after waiting for the legs
+    /// of the batch it held, if any, and freeing it.
+    pub(crate) fn open(&mut self, k: usize, n: usize) -> Result<&mut AioBatch<'r, 'a>> {
+        let slot = self.batches.get_mut(k).ok_or(EINVAL)?;
+        *slot = None;
+        Ok(slot.insert(AioBatch::new(self.req, n, false)?))
+    }
+
+    /// The batch of slot `k`, if it has one.
+    pub(crate) fn batch(&mut self, k: usize) -> Option<&mut AioBatch<'r, 'a>> {
+        self.batches.get_mut(k)?.as_mut()
+    }
+
+    /// Waits for the legs of slot `k`'s batch still in flight, if any, and frees it.
+    pub(crate) fn close(&mut self, k: usize) {
+        if let Some(slot) = self.batches.get_mut(k) {
+            *slot = None;
+        }
+    }
+}
+
 /// Iterator over the user segments of a [`Request`]'s destination, see [`Request::segments`].
 pub(crate) struct Segments<'r, 'a> {
     iter: NonNull<bindings::iov_iter>,

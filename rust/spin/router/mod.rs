@@ -446,6 +446,13 @@ impl Ctx<'_, '_> {
         Ok((n, win.moved.then_some(win)))
     }
 
+    /// Whether P2P legs are synchronous: on a filesystem whose buffered reads exclude buffered
+    /// writers (XFS), they are (under its lock for the whole I/O) unless `atomic_reads` is off,
+    /// so that a page written during the read comes back whole, as without spin.
+    fn sync_legs(&self) -> bool {
+        self.info.reads_exclude_writes && state::atomic_reads()
+    }
+
     /// Reads a leg through the page cache (see [`Ctx::copy_ra`]).
     fn copy(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
         self.copy_ra(pos, addr, len, false).map(|(n, _)| n)
@@ -631,17 +638,35 @@ fn route_gpu(
     result
 }
 
+/// Length of the chunk of a piece of `len` bytes at `pos` that starts at `at`: up to the
+/// [`CHUNK`] boundary after `at` (chunks after the first start on a page boundary) or the
+/// piece's end.
+fn chunk_len(pos: i64, len: usize, at: i64) -> usize {
+    // `pos + len` is at most the file size, so no offset here exceeds `i64::MAX`; the chunk end
+    // is computed in `u64`, where `at + CHUNK` cannot overflow.
+    let end = (at as u64 + CHUNK as u64) & !(PAGE_SIZE as u64 - 1);
+    let left = len - (at - pos) as usize;
+    left.min((end - at as u64) as usize)
+}
+
 /// Plans and executes a routed piece chunk by chunk; returns the bytes read.
+///
+/// A piece of more than one chunk whose P2P legs are asynchronous is pipelined
+/// ([`route_pipelined`]). A chunk that fails after earlier ones were read ends the piece with
+/// what they read, as the page cache's own read does.
 fn route_chunks(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<usize> {
+    if chunk_len(pos, len, pos) < len && !ctx.sync_legs() && state::pipeline() {
+        return route_pipelined(ctx, pos, addr, len);
+    }
     let mut done = 0;
     while done < len {
-        // `pos + len` is at most the file size, so no offset here exceeds `i64::MAX`; the chunk
-        // end is computed in `u64`, where `at + CHUNK` cannot overflow.
-        let at = pos as u64 + done as u64;
-        // Chunks after the first start on a page boundary.
-        let chunk_end = (at + CHUNK as u64) & !(PAGE_SIZE as u64 - 1);
-        let clen = (len - done).min((chunk_end - at) as usize);
-        let n = route_chunk(ctx, at as i64, addr + done, clen)?;
+        let at = pos + done as i64;
+        let clen = chunk_len(pos, len, at);
+        let n = match route_chunk(ctx, at, addr + done, clen) {
+            Ok(n) => n,
+            Err(_) if done > 0 => break,
+            Err(e) => return Err(e),
+        };
         done += n;
         if n < clen {
             break;
@@ -689,10 +714,7 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
     if p2p_legs == 0 {
         return execute(ctx, pos, addr, legs, &mut outcome, None);
     }
-    // On a filesystem whose buffered reads exclude buffered writers (XFS), P2P legs are
-    // synchronous (under its lock for the whole I/O) unless `atomic_reads` is off: a page
-    // written during the read then comes back whole, as without spin.
-    let sync = ctx.info.reads_exclude_writes && state::atomic_reads();
+    let sync = ctx.sync_legs();
     let req = ctx.req;
     let run = |batch: &mut glue::AioBatch<'_, '_>| {
         execute(ctx, pos, addr, legs, &mut outcome, Some(batch))
@@ -704,6 +726,141 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
             ctx.copy(pos, addr, len)
         }
     }
+}
+
+/// A chunk of a pipelined piece, planned, its P2P legs (if any) in flight in its pipe slot.
+struct Staged {
+    pos: i64,
+    addr: usize,
+    len: usize,
+    /// The legs; empty if the chunk is read by one page-cache copy.
+    legs: KVVec<Leg>,
+    outcome: KVVec<Option<Result<usize>>>,
+    /// Whether the chunk's pipe slot holds its P2P legs.
+    p2p: bool,
+}
+
+/// Reads a piece of more than one chunk with asynchronous P2P legs, its chunks pipelined: the
+/// P2P legs of the next chunk are planned and started before the CPU copies the current one,
+/// so that the device never idles between chunks (in particular, the I/O of an uncached chunk
+/// overlaps the copies of a cached one before it). At most two chunks are in flight; a
+/// chunk's batch is freed once its legs are waited for. Returns the bytes read up to the
+/// first leg that came back short or failed; the next chunk's legs, if started, are waited for
+/// and their bytes (beyond what the read returns) left in the destination.
+fn route_pipelined(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<usize> {
+    let req = ctx.req;
+    glue::with_aio_pipe(req, |pipe| {
+        let mut done = 0;
+        let mut slot = 0;
+        let first = (pos, addr, chunk_len(pos, len, pos));
+        let mut next = Some(stage(ctx, pipe, slot, first, false));
+        while let Some(mut cur) = next.take() {
+            let end = cur.pos + cur.len as i64;
+            if ((end - pos) as usize) < len {
+                let chunk = (end, addr + (end - pos) as usize, chunk_len(pos, len, end));
+                next = Some(stage(ctx, pipe, slot ^ 1, chunk, true));
+            }
+            let r = finish(ctx, pipe, slot, &mut cur);
+            let n = match r {
+                Ok(n) => n,
+                Err(_) if done > 0 => break,
+                Err(e) => return Err(e),
+            };
+            done += n;
+            if n < cur.len {
+                break;
+            }
+            slot ^= 1;
+        }
+        Ok(done)
+    })
+}
+
+/// Plans the chunk of `len` bytes at `pos` of a pipelined piece and starts its P2P legs in
+/// pipe slot `slot`; `ahead` if the chunk before it is still to be read. A chunk whose
+/// planning, workspace or batch fails is read by one page-cache copy instead (counted, see
+/// [`route_chunk`]), after any of its legs already started are waited for.
+fn stage(
+    ctx: &mut Ctx<'_, '_>,
+    pipe: &mut glue::AioPipe<'_, '_>,
+    slot: usize,
+    (pos, addr, len): (i64, usize, usize),
+    ahead: bool,
+) -> Staged {
+    let mut c = Staged {
+        pos,
+        addr,
+        len,
+        legs: KVVec::new(),
+        outcome: KVVec::new(),
+        p2p: false,
+    };
+    match stage_legs(ctx, pipe, slot, &mut c, ahead) {
+        Ok(()) => {}
+        Err(_) => {
+            ctx.account.internal();
+            pipe.close(slot);
+            c.legs.clear();
+            c.p2p = false;
+        }
+    }
+    c
+}
+
+/// The work of [`stage`]; leaves `c.legs` empty for a chunk read by one copy. With `ahead`
+/// (the chunk before is still to be read), started P2P legs count in `pipelined_chunks`.
+fn stage_legs(
+    ctx: &mut Ctx<'_, '_>,
+    pipe: &mut glue::AioPipe<'_, '_>,
+    slot: usize,
+    c: &mut Staged,
+    ahead: bool,
+) -> Result {
+    let mut few = [Leg::EMPTY; 3];
+    let n = match plan_chunk(ctx, c.pos, c.len, &mut few, &mut c.legs)? {
+        Plan::Copy => {
+            c.legs.clear();
+            return Ok(());
+        }
+        Plan::Legs(n) => n,
+    };
+    if c.legs.is_empty() {
+        c.legs.extend_from_slice(&few[..n], GFP_KERNEL)?;
+    }
+    c.legs.truncate(n);
+    c.outcome = KVVec::from_elem(None, n, GFP_KERNEL)?;
+    let p2p_legs = c.legs.iter().filter(|l| l.path == Path::P2p).count();
+    if p2p_legs == 0 {
+        return Ok(());
+    }
+    let batch = pipe.open(slot, p2p_legs)?;
+    c.p2p = true;
+    start_legs(batch, c.pos, c.addr, &c.legs)?;
+    if ahead {
+        ctx.account.pipelined();
+    }
+    Ok(())
+}
+
+/// Executes what is left of a staged chunk: the copies, then the wait for its P2P legs in
+/// pipe slot `slot`, whose batch it then frees. Returns the bytes read, as [`execute`].
+fn finish(
+    ctx: &mut Ctx<'_, '_>,
+    pipe: &mut glue::AioPipe<'_, '_>,
+    slot: usize,
+    c: &mut Staged,
+) -> Result<usize> {
+    if c.legs.is_empty() {
+        return ctx.copy(c.pos, c.addr, c.len);
+    }
+    copy_legs(ctx, c.pos, c.addr, &c.legs, &mut c.outcome);
+    if c.p2p {
+        if let Some(batch) = pipe.batch(slot) {
+            wait_legs(ctx, c.pos, c.addr, &c.legs, &mut c.outcome, batch);
+        }
+        pipe.close(slot);
+    }
+    legs_done(&c.legs, &c.outcome)
 }
 
 /// Decides how to read a chunk: looks up its residency and schedules it. Legs go to `few` if
@@ -798,16 +955,37 @@ fn execute(
     mut batch: Option<&mut glue::AioBatch<'_, '_>>,
 ) -> Result<usize> {
     if let Some(batch) = batch.as_mut() {
-        for (slot, leg) in legs.iter().filter(|l| l.path == Path::P2p).enumerate() {
-            batch.start(
-                slot,
-                pos + leg.off as i64,
-                addr + leg.off as usize,
-                leg.len as usize,
-            )?;
-        }
+        start_legs(batch, pos, addr, legs)?;
     }
-    // The copies, in order, while the device works; none after one that came back short.
+    copy_legs(ctx, pos, addr, legs, outcome);
+    if let Some(batch) = batch.as_mut() {
+        wait_legs(ctx, pos, addr, legs, outcome, batch);
+    }
+    legs_done(legs, outcome)
+}
+
+/// Starts the P2P legs of a chunk at `pos` in `batch`, one slot each, in order.
+fn start_legs(batch: &mut glue::AioBatch<'_, '_>, pos: i64, addr: usize, legs: &[Leg]) -> Result {
+    for (slot, leg) in legs.iter().filter(|l| l.path == Path::P2p).enumerate() {
+        batch.start(
+            slot,
+            pos + leg.off as i64,
+            addr + leg.off as usize,
+            leg.len as usize,
+        )?;
+    }
+    Ok(())
+}
+
+/// Copies the page-cache legs of a chunk, in order, while the device works; none after one
+/// that came back short.
+fn copy_legs(
+    ctx: &mut Ctx<'_, '_>,
+    pos: i64,
+    addr: usize,
+    legs: &[Leg],
+    outcome: &mut [Option<Result<usize>>],
+) {
     for (leg, out) in legs.iter().zip(outcome.iter_mut()) {
         if leg.path == Path::P2p {
             continue;
@@ -823,21 +1001,35 @@ fn execute(
             break;
         }
     }
-    if let Some(batch) = batch.as_mut() {
-        let p2p = legs
-            .iter()
-            .zip(outcome.iter_mut())
-            .filter(|(l, _)| l.path == Path::P2p);
-        for (slot, (leg, out)) in p2p.enumerate() {
-            let (at, a, l) = (
-                pos + leg.off as i64,
-                addr + leg.off as usize,
-                leg.len as usize,
-            );
-            let r = batch.wait(slot);
-            *out = Some(ctx.p2p_done(r, at, a, l));
-        }
+}
+
+/// Waits for the P2P legs of a chunk started by [`start_legs`] in `batch`, in order.
+fn wait_legs(
+    ctx: &mut Ctx<'_, '_>,
+    pos: i64,
+    addr: usize,
+    legs: &[Leg],
+    outcome: &mut [Option<Result<usize>>],
+    batch: &mut glue::AioBatch<'_, '_>,
+) {
+    let p2p = legs
+        .iter()
+        .zip(outcome.iter_mut())
+        .filter(|(l, _)| l.path == Path::P2p);
+    for (slot, (leg, out)) in p2p.enumerate() {
+        let (at, a, l) = (
+            pos + leg.off as i64,
+            addr + leg.off as usize,
+            leg.len as usize,
+        );
+        let r = batch.wait(slot);
+        *out = Some(ctx.p2p_done(r, at, a, l));
     }
+}
+
+/// The bytes read by a chunk's legs, counted up to the first leg that came back short or
+/// failed; the error of the first leg if it failed.
+fn legs_done(legs: &[Leg], outcome: &[Option<Result<usize>>]) -> Result<usize> {
     let mut done = 0;
     for (leg, out) in legs.iter().zip(outcome.iter()) {
         match out {

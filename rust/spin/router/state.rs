@@ -69,6 +69,16 @@ pub(crate) fn atomic_reads() -> bool {
     ATOMIC_READS.load(Relaxed) != 0
 }
 
+/// `/sys/kernel/spin/pipeline`: 1 (the default) lets a read of more than one chunk start the
+/// P2P legs of the next chunk before it copies the current one; 0 reads chunk after chunk (for
+/// comparison, `make bench-pipe`).
+static PIPELINE: Atomic<i32> = Atomic::new(1);
+
+/// Whether the chunks of a read are pipelined (see [`PIPELINE`]).
+pub(crate) fn pipeline() -> bool {
+    PIPELINE.load(Relaxed) != 0
+}
+
 /// The router's epoch: bumped whenever something a per-inode verdict depends on changes outside
 /// the file (see `super::verdict`): a disk's parameters are written, a disk is released, a
 /// p2pdma provider comes or goes.
@@ -155,6 +165,7 @@ pub(crate) struct Counters {
     ra_misses: Atomic<u64>,
     ra_pages: Atomic<u64>,
     cached: Atomic<u64>,
+    pipelined: Atomic<u64>,
     writes: Flow,
 }
 
@@ -166,6 +177,7 @@ impl Counters {
             ra_misses: Atomic::new(0),
             ra_pages: Atomic::new(0),
             cached: Atomic::new(0),
+            pipelined: Atomic::new(0),
             writes: Flow::new(),
         }
     }
@@ -182,6 +194,7 @@ impl Counters {
         writeln!(f, "ra_hits {}", requests.saturating_sub(misses))?;
         writeln!(f, "ra_pages_prefetched {}", v(&self.ra_pages))?;
         writeln!(f, "cached_requests {}", v(&self.cached))?;
+        writeln!(f, "pipelined_chunks {}", v(&self.pipelined))?;
         self.writes.show(f, "write_", Fallback::None)
     }
 }
@@ -208,6 +221,11 @@ impl Account {
     /// A request was read wholly from the page cache by one copy, without a plan.
     pub(crate) fn cached(&self) {
         self.each(|c| c.cached.add(1, Relaxed));
+    }
+
+    /// A chunk's P2P legs were started while the chunk before it was still being read.
+    pub(crate) fn pipelined(&self) {
+        self.each(|c| c.pipelined.add(1, Relaxed));
     }
 
     fn each(&self, f: impl Fn(&Counters)) {
@@ -578,6 +596,15 @@ fn parse_u64(input: &[u8]) -> Result<u64> {
     })
 }
 
+/// Parses a switch: `0` or `1`, with an optional newline.
+fn parse_bool(input: &[u8]) -> Result<i32> {
+    match parse_u64(input)? {
+        0 => Ok(0),
+        1 => Ok(1),
+        _ => Err(EINVAL),
+    }
+}
+
 /// Returns `p` with parameter `attr` set to `v`, validated together with the others.
 fn with_param(p: &Params, attr: u32, v: u64) -> Result<Params> {
     let (mut s_cutoff, mut c_p2p_ns, mut bw_p2p, mut bw_pc) =
@@ -624,6 +651,9 @@ fn show(key: DiskKey, attr: u32, f: &mut Formatter<'_>) -> Result {
         bindings::spin_sysfs_attr_SPIN_ATTR_ATOMIC_READS if devt == 0 => {
             writeln!(f, "{}", u8::from(atomic_reads())).map_err(fmt_err)
         }
+        bindings::spin_sysfs_attr_SPIN_ATTR_PIPELINE if devt == 0 => {
+            writeln!(f, "{}", u8::from(pipeline())).map_err(fmt_err)
+        }
         bindings::spin_sysfs_attr_SPIN_ATTR_STAT => {
             let disks = DISKS.lock();
             match disks.get(&key) {
@@ -656,12 +686,11 @@ fn store(key: DiskKey, attr: u32, input: &[u8]) -> Result {
             return super::readahead::set_limit(parse_u64(input)?);
         }
         if attr == bindings::spin_sysfs_attr_SPIN_ATTR_ATOMIC_READS {
-            let v = match parse_u64(input)? {
-                0 => 0,
-                1 => 1,
-                _ => return Err(EINVAL),
-            };
-            ATOMIC_READS.store(v, Relaxed);
+            ATOMIC_READS.store(parse_bool(input)?, Relaxed);
+            return Ok(());
+        }
+        if attr == bindings::spin_sysfs_attr_SPIN_ATTR_PIPELINE {
+            PIPELINE.store(parse_bool(input)?, Relaxed);
             return Ok(());
         }
         if attr != bindings::spin_sysfs_attr_SPIN_ATTR_MODE {
@@ -778,7 +807,7 @@ mod tests {
         let c = Counters::new();
         c.reads.fallback[Fallback::Queue as usize].add(3, Relaxed);
         c.writes.fallback[Fallback::Append as usize].add(2, Relaxed);
-        let mut buf = [0u8; 1024];
+        let mut buf = [0u8; 2048];
         let mut f = Formatter::new(&mut buf);
         assert!(c.show(&mut f).is_ok());
         let n = f.bytes_written();
@@ -787,12 +816,12 @@ mod tests {
         assert!(text.contains("\nfallback_queue 3\n"));
         assert!(text.contains("\nfallback_no_bdev 0\n"));
         assert!(text.contains("\nfallback_io_error 0\n"));
-        assert!(text.contains("\nra_pages_prefetched 0\ncached_requests 0\n"));
+        assert!(text.contains("\nra_pages_prefetched 0\ncached_requests 0\npipelined_chunks 0\n"));
         assert!(text.contains("\nwrite_fallback_append 2\n"));
         assert!(!text.contains("\nfallback_append"));
         assert!(text.contains("\nfallback_internal 0\n"));
         assert!(text.ends_with("write_fallback_io_error 0\nwrite_fallback_internal 0\n"));
         assert!(!text.contains("fallback_none"));
-        assert_eq!(text.lines().count(), 17 + 7 + 9);
+        assert_eq!(text.lines().count(), 17 + 8 + 9);
     }
 }
