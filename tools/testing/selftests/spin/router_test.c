@@ -227,6 +227,7 @@ static void restore(void)
 		return;
 	sys_write(SPIN_SYS "/mode", "auto");
 	sys_write(SPIN_SYS "/atomic_reads", "1");
+	sys_write(SPIN_SYS "/pipeline", "1");
 	if (ra_saved[0])
 		sys_write(SPIN_SYS "/ra_partition_pages", ra_saved);
 	for (size_t i = 0; knob_disk[0] && i < ARRAY_SIZE(knob_names); i++) {
@@ -1148,6 +1149,81 @@ static void preadv_mixed(struct fs *fs)
  * One iovec across the end of the GPU mapping into host memory, one across
  * host memory into the GPU mapping, and an O_DIRECT read (never routed).
  */
+/*
+ * Chunks in flight together (issue #15): a 24 MiB read, three 8 MiB chunks,
+ * the first cached, the second not, the third uncached then cached. With
+ * asynchronous P2P legs the router starts the P2P legs of the second and of
+ * the third chunk before it copies the chunk before them
+ * (pipelined_chunks +2); with /sys/kernel/spin/pipeline 0 (ext4) or
+ * synchronous legs (xfs, atomic_reads 1) it does not (+0), so on xfs the
+ * read runs again with atomic_reads 0 (+2).
+ * Every read: bytes, guards, counters and trace; at least the 12 MiB not
+ * cached by P2P and the 8 MiB of the cached chunk by copy.
+ */
+/* @serial: the chunks are read one after another (synchronous legs or pipeline 0). */
+static void chunk_pipeline_one(struct fs *fs, int serial, struct res *r)
+{
+	const long long pos = 4 * MiB;
+	const size_t len = 24 * MiB, npages = len / PG, chunk = 8 * MiB / PG;
+	long long p0, p1, want = serial ? 0 : 2;
+	uint8_t *cached = malloc(npages);
+	char label[128], why[256];
+	struct obs o;
+	ssize_t n;
+
+	snprintf(label, sizeof(label), "%s: 24 MiB in three chunks, %s", fs->name,
+		 serial ? "one after another" : "pipelined");
+	for (size_t i = 0; i < npages; i++)
+		cached[i] = i < chunk || i >= 2 * chunk + chunk / 2;
+	if (set_residency(fs, pos / PG, npages, cached, why, sizeof(why))) {
+		fail(r, label, "%s", why);
+		free(cached);
+		return;
+	}
+	poison(0, len);
+	p0 = spin_stat_get(fs->stat, "pipelined_chunks");
+	obs_begin(fs, &o, r, label);
+	n = pread(fs->fd, gmem, len, pos);
+	p1 = spin_stat_get(fs->stat, "pipelined_chunks");
+	if (!check_read(fs, &o, n, len, pos, 0, r, label)) {
+		if (p0 < 0 || p1 - p0 != want)
+			fail(r, label, "pipelined_chunks +%lld, want +%lld", p1 - p0, want);
+		else if (o.d.v[ST_BYTES_P2P] < (long long)(12 * MiB) ||
+			 o.d.v[ST_BYTES_PC] < (long long)(8 * MiB))
+			fail(r, label, "%lld B by P2P, %lld B copied (want >= 12 MiB, >= 8 MiB)",
+			     o.d.v[ST_BYTES_P2P], o.d.v[ST_BYTES_PC]);
+	}
+	trace_free(&o.tr);
+	free(cached);
+}
+
+static void chunk_pipeline(struct fs *fs)
+{
+	int sync = !strcmp(fs->type, "xfs");
+	struct res r = { 0 };
+
+	chunk_pipeline_one(fs, sync, &r);
+	if (!sync) {
+		/* The same with /sys/kernel/spin/pipeline 0: chunk after chunk. */
+		if (sys_write(SPIN_SYS "/pipeline", "0"))
+			fail(&r, fs->name, "pipeline 0: %s", strerror(errno));
+		else
+			chunk_pipeline_one(fs, 1, &r);
+		sys_write(SPIN_SYS "/pipeline", "1");
+	}
+	if (sync) {
+		if (sys_write(SPIN_SYS "/atomic_reads", "0"))
+			fail(&r, fs->name, "atomic_reads 0: %s", strerror(errno));
+		else
+			chunk_pipeline_one(fs, 0, &r);
+		sys_write(SPIN_SYS "/atomic_reads", "1");
+	}
+	ksft_test_result(!r.bad,
+			 "%s: a read of three chunks: the P2P legs of a chunk in flight while the one before is copied%s: %s\n",
+			 fs->name, sync ? " (atomic_reads 0; none with 1)" :
+			 " (none with pipeline 0)", r.bad ? r.why : "ok");
+}
+
 static void boundaries(struct fs *fs)
 {
 	const size_t gpu_tail = 64 * KiB + 100, host_tail = 20000, host_head = 5000;
@@ -2168,6 +2244,25 @@ static void knob_reject(const char *knob, const char *val, const char *why)
 			 ret ? strerror(-ret) : "accepted", before, after);
 }
 
+/* A 0/1 switch of /sys/kernel/spin: 1 at boot, 0 and 1 taken, 2 refused. */
+static void switch_knob(const char *name)
+{
+	char path[PATH_MAX], boot[16] = "?", off[16] = "?", after[16] = "?";
+	int r0, r1, r2, r3;
+
+	snprintf(path, sizeof(path), SPIN_SYS "/%s", name);
+	r0 = spin_read_file(path, boot, sizeof(boot));
+	r1 = sys_write(path, "0\n");
+	spin_read_file(path, off, sizeof(off));
+	r2 = sys_write(path, "2");
+	r3 = sys_write(path, "1");
+	spin_read_file(path, after, sizeof(after));
+	ksft_test_result(!r0 && !strcmp(boot, "1") && !r1 && !strcmp(off, "0") &&
+			 r2 == -EINVAL && !r3 && !strcmp(after, "1"),
+			 "knobs: %s %s at boot; 0 -> %s; 2: %s; 1 -> %s\n", name, boot, off,
+			 r2 ? strerror(-r2) : "accepted", after);
+}
+
 static void test_knobs(void)
 {
 	static const char *const defaults[] = { "131072", "80000", "6500000000", "10000000000" };
@@ -2194,22 +2289,9 @@ static void test_knobs(void)
 				 buf, r1 ? strerror(-r1) : "accepted", after, p2p, pc);
 	}
 
-	/* atomic_reads: 1 at boot, 0 and 1 taken, anything else refused */
-	{
-		char boot[16] = "?", off[16] = "?", after[16] = "?";
-		int r0 = spin_read_file(SPIN_SYS "/atomic_reads", boot, sizeof(boot));
-		int r1 = sys_write(SPIN_SYS "/atomic_reads", "0\n");
-		int r2, r3;
-
-		spin_read_file(SPIN_SYS "/atomic_reads", off, sizeof(off));
-		r2 = sys_write(SPIN_SYS "/atomic_reads", "2");
-		r3 = sys_write(SPIN_SYS "/atomic_reads", "1");
-		spin_read_file(SPIN_SYS "/atomic_reads", after, sizeof(after));
-		ksft_test_result(!r0 && !strcmp(boot, "1") && !r1 && !strcmp(off, "0") &&
-				 r2 == -EINVAL && !r3 && !strcmp(after, "1"),
-				 "knobs: atomic_reads %s at boot; 0 -> %s; 2: %s; 1 -> %s\n", boot,
-				 off, r2 ? strerror(-r2) : "accepted", after);
-	}
+	/* atomic_reads and pipeline: 1 at boot, 0 and 1 taken, anything else refused */
+	switch_knob("atomic_reads");
+	switch_knob("pipeline");
 
 	/* per-disk cost model: the documented defaults */
 	for (size_t i = 0; i < ARRAY_SIZE(knob_names); i++) {
@@ -2277,7 +2359,7 @@ int main(void)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(2 * 19 + 2 + 8 + 4);
+	ksft_set_plan(2 * 20 + 2 + 9 + 4);
 
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
@@ -2327,6 +2409,7 @@ int main(void)
 		STEP(preadv_mixed(fs));
 		STEP(read_position(fs));
 		STEP(boundaries(fs));
+		STEP(chunk_pipeline(fs));
 		STEP(consistency(fs));
 		STEP(con_phase(fs, "auto", 0));
 		STEP(con_phase(fs, "p2p", 0));
