@@ -24,7 +24,7 @@ export BUILD KSRC KOBJ
 # VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic series series-check export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe series series-check export clean \
 	distclean
 
 help:
@@ -211,6 +211,19 @@ bench-atomic: tree
 	grep -v '^@@' $(ATOMIC_OUT)/results.log | tr -d '\r' > $(ATOMIC_OUT)/summary.md; \
 	echo "[bench] report: $(ATOMIC_OUT)/summary.md"; \
 	if grep -q '^not ok' $(ATOMIC_OUT)/summary.md; then rc=1; fi; exit $$rc
+
+## bench-pipe: chunk pipelining of routed reads, /sys/kernel/spin/pipeline 1 vs 0 (#15)
+# Same throttled drives as bench-router. PIPE_BENCH_ARGS adds pipe_bench.* options.
+PIPE_OUT := $(BUILD)/bench-pipe
+bench-pipe: tree
+	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(PY) $(SCRIPTS)/vm.py --mode bench \
+		--bench pipe_bench --out $(PIPE_OUT) \
+		--bps $${SPIN_VM_BPS:-$(ROUTER_BPS)} --iops $${SPIN_VM_IOPS:-$(ROUTER_IOPS)} \
+		--timeout $${SPIN_VM_TIMEOUT:-1800} --append "pipe_bench.bps=$${SPIN_VM_BPS:-$(ROUTER_BPS)} \
+		pipe_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(PIPE_BENCH_ARGS)"' || rc=$$?; \
+	grep -v '^@@' $(PIPE_OUT)/results.log | tr -d '\r' > $(PIPE_OUT)/summary.md; \
+	echo "[bench] report: $(PIPE_OUT)/summary.md"; \
+	if grep -q '^not ok' $(PIPE_OUT)/summary.md; then rc=1; fi; exit $$rc
 
 ## series: emit the patch series with a cover letter into build/series
 series: tree
