@@ -156,6 +156,82 @@ fn timed_read(f: &File, buf: &mut [u8], off: u64, what: &str) -> Result<f64, Fai
     Ok(ns)
 }
 
+/// Readers in flight together in [`queue_overlap`].
+const QD: usize = 8;
+/// Size of their reads.
+const QD_SIZE: u64 = 4 * KIB;
+/// Reads per reader.
+const QD_READS: usize = 32;
+
+/// Time per small P2P read with [`QD`] readers in flight together and with one.
+struct Overlap {
+    together_ns: f64,
+    alone_ns: f64,
+}
+
+impl Overlap {
+    /// How much faster reads in flight together go: 1 if the device serves them one after
+    /// another.
+    fn factor(&self) -> f64 {
+        self.alone_ns / self.together_ns.max(1.0)
+    }
+}
+
+/// Measures whether the device overlaps P2P reads in flight together (NVMe queue depth):
+/// [`QD`] threads each read [`QD_READS`] times [`QD_SIZE`] bytes by `O_DIRECT` into their own
+/// part of `gpu`, against one thread reading as many one after another; both after
+/// [`WARM_MS`] of untimed reads.
+fn queue_overlap(
+    direct: &File,
+    gpu: &mut GpuBuffer,
+    size: u64,
+    rng: &mut Rng,
+) -> Result<Overlap, Fail> {
+    let n = QD * QD_READS;
+    let offs: Vec<u64> = (0..n)
+        .map(|_| rng.next() % (size / QD_SIZE - 1) * QD_SIZE)
+        .collect();
+    let buf = gpu.slice(QD * QD_SIZE as usize);
+    let t0 = Instant::now();
+    while t0.elapsed().as_millis() < WARM_MS {
+        let off = rng.next() % (size / QD_SIZE - 1) * QD_SIZE;
+        timed_read(direct, &mut buf[..QD_SIZE as usize], off, "O_DIRECT")?;
+    }
+    let t = Instant::now();
+    for &off in &offs {
+        timed_read(direct, &mut buf[..QD_SIZE as usize], off, "O_DIRECT")?;
+    }
+    let alone_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    let t = Instant::now();
+    let results: Vec<Result<(), Fail>> = std::thread::scope(|sc| {
+        let readers: Vec<_> = buf
+            .chunks_mut(QD_SIZE as usize)
+            .zip(offs.chunks(QD_READS))
+            .map(|(part, mine)| {
+                sc.spawn(move || {
+                    for &off in mine {
+                        timed_read(direct, part, off, "O_DIRECT")?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Fail("calibrate: a reader panicked".into())))
+            })
+            .collect()
+    });
+    let together_ns = t.elapsed().as_nanos() as f64 / n as f64;
+    results.into_iter().collect::<Result<(), Fail>>()?;
+    Ok(Overlap {
+        together_ns,
+        alone_ns,
+    })
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
@@ -390,6 +466,7 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
             ns: median(&mut tc),
         });
     }
+    let overlap = queue_overlap(&direct, &mut gpu, size, &mut rng)?;
     let mut p2p_fit_in = p2p.clone();
     let fp = fit_p2p(&mut p2p_fit_in)
         .ok_or_else(|| Fail("calibrate: the P2P measurements admit no fit".into()))?;
@@ -434,6 +511,20 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
         "page cache: BW_pc {:.1} MB/s, R^2 {:.4}",
         fc.bw / 1e6,
         fc.r2
+    );
+    println!(
+        "legs in flight together: {QD} readers of {} KiB: {:.1} us per read, one reader \
+         {:.1} us: overlap {:.2}x ({})",
+        QD_SIZE / KIB,
+        overlap.together_ns / 1e3,
+        overlap.alone_ns / 1e3,
+        overlap.factor(),
+        if overlap.factor() < 1.2 {
+            "the device serves them one after another, as the cost model assumes"
+        } else {
+            "the device overlaps them; the cost model, which charges each leg its \
+             fixed cost, overestimates many small P2P legs"
+        }
     );
     let vals = [
         ("s_cutoff", params.s_cutoff()),

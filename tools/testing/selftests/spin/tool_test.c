@@ -11,7 +11,8 @@
  *    (queue), alone and together (exit 1), in text and --json;
  *  - spin stat: totals, and with -i/-c the rates of a routed read's bytes on
  *    the right disk;
- *  - spin calibrate --apply --png on the file on spin-nvme0: the fit printed,
+ *  - spin calibrate --apply --png on the file on spin-nvme0: the fit and the
+ *    overlap of legs in flight together printed,
  *    a PNG written, the printed parameters in sysfs (restored afterwards);
  *    refused with the reason on tmpfs, spin-nvme2, spin-vblk and a small file;
  *  - bad arguments: one line on stderr, exit status 2.
@@ -354,11 +355,12 @@ static void test_calibrate(struct disk *near)
 	snprintf(line, sizeof(line), "with GPU memory of %s:", gpu_bdf);
 	ok = rc == 0 && strstr(out, line) && strstr(out, "P2P (Eq. 1): C_p2p") &&
 	     strstr(out, "R^2") && strstr(out, "applied to") &&
+	     strstr(out, "legs in flight together: 8 readers of 4 KiB:") &&
 	     !memcmp(sig, "\x89PNG\r\n\x1a\n", 8);
 	for (int i = 0; ok && i < 4; i++)
 		ok = printed[i] >= 0 && printed[i] == after[i];
 	ksft_test_result(ok, "spin calibrate --apply --png: exit %d, %s\n", rc,
-			 "the GPU's memory, fit printed, PNG written, sysfs holds the parameters");
+			 "the GPU's memory, fit and queue overlap printed, PNG written, sysfs holds the parameters");
 	if (model_write(near->name, before))
 		ksft_print_msg("restoring the cost model of %s failed\n", near->name);
 
