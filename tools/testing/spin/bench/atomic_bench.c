@@ -58,18 +58,21 @@ static uint8_t *gmem, *host, *drain_buf;
 static long long dev_size;
 static double t_start;
 
+/* Puts back what the bench changed, after a failure. */
+static void cleanup(void)
+{
+	spin_write_file(SPIN_SYS "/atomic_reads", "1");
+	if (system("umount " MNT " 2>/dev/null"))
+		printf("# umount failed too\n");
+}
+
 __printf(1, 2) static void die(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	bench_vfail(fmt, ap);
+	bench_vdie("atomic_bench", t_start, cleanup, fmt, ap);
 	va_end(ap);
-	printf("# atomic_bench stopped after %.0f s\n", bench_now() - t_start);
-	spin_write_file(SPIN_SYS "/atomic_reads", "1");
-	if (system("umount " MNT " 2>/dev/null"))
-		printf("# umount failed too\n");
-	exit(1);
 }
 
 static void set_atomic(int on)

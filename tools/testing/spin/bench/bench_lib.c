@@ -36,6 +36,20 @@ void bench_vfail(const char *fmt, va_list ap)
 	bench_failures++;
 }
 
+/*
+ * Ends a bench that cannot go on: "not ok N - ...", how long @name ran since
+ * @t0, then @cleanup (if not NULL) puts back what the bench changed; exit 1.
+ */
+void bench_vdie(const char *name, double t0, void (*cleanup)(void), const char *fmt,
+		va_list ap)
+{
+	bench_vfail(fmt, ap);
+	printf("# %s stopped after %.0f s\n", name, bench_now() - t0);
+	if (cleanup)
+		cleanup();
+	exit(1);
+}
+
 /* Prints "not ok N - ..." and counts a failure. */
 void bench_fail(const char *fmt, ...)
 {

@@ -20,6 +20,8 @@ extern int bench_tapn, bench_failures;
 double bench_now(void);
 __printf(1, 2) void bench_fail(const char *fmt, ...);
 void bench_vfail(const char *fmt, va_list ap);
+void bench_vdie(const char *name, double t0, void (*cleanup)(void), const char *fmt,
+		va_list ap);
 const char *bench_opt(const char *bench, const char *key);
 long long bench_opt_ll(const char *bench, const char *key, long long def);
 double bench_median(const double *v, int n);

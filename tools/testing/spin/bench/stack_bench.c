@@ -56,17 +56,20 @@ static uint8_t *gmem, *host, *drain_buf;
 static long long dev_size[2];
 static double t_start;
 
+/* Puts back what the bench changed, after a failure. */
+static void cleanup(void)
+{
+	if (system("umount " MNT " 2>/dev/null; mdadm --stop /dev/md0 >/dev/null 2>&1"))
+		printf("# cleaning up after the failure failed too\n");
+}
+
 __printf(1, 2) static void die(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	bench_vfail(fmt, ap);
+	bench_vdie("stack_bench", t_start, cleanup, fmt, ap);
 	va_end(ap);
-	printf("# stack_bench stopped after %.0f s\n", bench_now() - t_start);
-	if (system("umount " MNT " 2>/dev/null; mdadm --stop /dev/md0 >/dev/null 2>&1"))
-		printf("# cleaning up after the failure failed too\n");
-	exit(1);
 }
 
 /* QEMU's throttling burst, spent on both drives (see bench_drain()). */

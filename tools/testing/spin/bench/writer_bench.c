@@ -82,10 +82,8 @@ __printf(1, 2) static void die(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	bench_vfail(fmt, ap);
+	bench_vdie("writer_bench", t_start, NULL, fmt, ap);
 	va_end(ap);
-	printf("# writer_bench stopped after %.0f s\n", bench_now() - t_start);
-	exit(1);
 }
 
 static void set_mode(int m)
