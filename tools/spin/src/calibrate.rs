@@ -124,6 +124,22 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
+
+    /// A random offset aligned to `s` with a whole read of `s` bytes below `size`.
+    fn offset(&mut self, size: u64, s: u64) -> u64 {
+        self.next() % (size / s - 1) * s
+    }
+}
+
+/// Untimed `O_DIRECT` reads of `buf.len()` bytes at random offsets for [`WARM_MS`]: a device,
+/// or a throttle, that lets a burst through fast must not pass for a faster one.
+fn warm_up(direct: &File, buf: &mut [u8], size: u64, rng: &mut Rng) -> Result<(), Fail> {
+    let t0 = Instant::now();
+    while t0.elapsed().as_millis() < WARM_MS {
+        let off = rng.offset(size, buf.len() as u64);
+        timed_read(direct, buf, off, "O_DIRECT")?;
+    }
+    Ok(())
 }
 
 /// Progress on standard error: a bar on a terminal, else a line per step.
@@ -188,15 +204,9 @@ fn queue_overlap(
     rng: &mut Rng,
 ) -> Result<Overlap, Fail> {
     let n = QD * QD_READS;
-    let offs: Vec<u64> = (0..n)
-        .map(|_| rng.next() % (size / QD_SIZE - 1) * QD_SIZE)
-        .collect();
+    let offs: Vec<u64> = (0..n).map(|_| rng.offset(size, QD_SIZE)).collect();
     let buf = gpu.slice(QD * QD_SIZE as usize);
-    let t0 = Instant::now();
-    while t0.elapsed().as_millis() < WARM_MS {
-        let off = rng.next() % (size / QD_SIZE - 1) * QD_SIZE;
-        timed_read(direct, &mut buf[..QD_SIZE as usize], off, "O_DIRECT")?;
-    }
+    warm_up(direct, &mut buf[..QD_SIZE as usize], size, rng)?;
     let t = Instant::now();
     for &off in &offs {
         timed_read(direct, &mut buf[..QD_SIZE as usize], off, "O_DIRECT")?;
@@ -429,25 +439,20 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut p2p, mut pc) = (Vec::new(), Vec::new());
     for (i, &s) in sizes.iter().enumerate() {
-        // P2P: back-to-back reads of this size for WARM_MS first, untimed (a device, or a
-        // throttle, that lets a burst through fast must not pass for a faster one), then
-        // timed for at least MEASURE_MS and 2 * reps reads; their median.
-        let t0 = Instant::now();
-        while t0.elapsed().as_millis() < WARM_MS {
-            let off = rng.next() % (size / s - 1) * s;
-            timed_read(&direct, gpu.slice(s as usize), off, "O_DIRECT")?;
-        }
+        // P2P: back-to-back reads of this size, untimed for WARM_MS first, then timed for at
+        // least MEASURE_MS and 2 * reps reads; their median.
+        warm_up(&direct, gpu.slice(s as usize), size, &mut rng)?;
         let t0 = Instant::now();
         let mut tp = Vec::new();
         while tp.len() < 2 * reps || (t0.elapsed().as_millis() < MEASURE_MS && tp.len() < 4096) {
-            let off = rng.next() % (size / s - 1) * s;
+            let off = rng.offset(size, s);
             tp.push(timed_read(&direct, gpu.slice(s as usize), off, "O_DIRECT")?);
         }
         progress(2 * i + 1, total, "measuring");
         // Copies: a range read into host memory (so it is cached), then into GPU memory.
         let mut tc = Vec::with_capacity(reps);
         for _ in 0..reps {
-            let off = rng.next() % (size / s - 1) * s;
+            let off = rng.offset(size, s);
             buffered.read_at(&mut host[..s as usize], off)?;
             tc.push(timed_read(
                 &buffered,
