@@ -15,7 +15,7 @@ mod tests {
     use kernel::prelude::*;
 
     /// Number of wrappers below; must equal `cases::CASES.len()`.
-    const WRAPPED: usize = 34;
+    const WRAPPED: usize = 35;
 
     /// Logs where a case failed; KTAP names the case.
     fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
@@ -126,6 +126,11 @@ mod tests {
     #[test]
     fn overlap_not_worse_than_additive() -> Result<(), CaseError> {
         report(cases::overlap_not_worse_than_additive())
+    }
+
+    #[test]
+    fn overlap_queue_depth() -> Result<(), CaseError> {
+        report(cases::overlap_queue_depth())
     }
 
     #[test]

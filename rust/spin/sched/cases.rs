@@ -8,7 +8,7 @@
 //! `Result` inside a `#[kunit_tests(rust_spin_sched)]` module. [`CASES`] lists them all.
 //! Every case runs in well under a millisecond and uses less than 4 KiB of stack.
 
-use super::cost::{Model, ParamError, Params};
+use super::cost::{Model, ParamError, Params, MAX_OVERLAP, NO_OVERLAP};
 use super::greedy::greedy;
 use super::optimal::{optimal, Slot};
 use super::overlap::overlap;
@@ -107,6 +107,7 @@ pub const CASES: &[Case] = &[
         "overlap_not_worse_than_additive",
         overlap_not_worse_than_additive,
     ),
+    ("overlap_queue_depth", overlap_queue_depth),
     ("plan_window_rounds_inwards", plan_window_rounds_inwards),
     ("plan_bitmap_to_runs", plan_bitmap_to_runs),
     ("plan_legs_cover_the_request", plan_legs_cover_the_request),
@@ -475,6 +476,52 @@ pub fn overlap_splits_cached_request() -> Result<(), CaseError> {
     check!(p2p > 0);
     let span = |len: u32| m.t_p2p(len.into()).max(m.t_pc((2048 - len).into()));
     check!(span(p2p - 1) >= o.schedule.cost && span(p2p + 1) >= o.schedule.cost);
+    Ok(())
+}
+
+/// A device whose queue overlaps legs: the model charges `m` small legs `C_p2p + (m - 1) *
+/// C_p2p / O`, goes back to Eq. 1 with no overlap, and its schedules use more, shorter legs
+/// where that pays.
+pub fn overlap_queue_depth() -> Result<(), CaseError> {
+    let serial = gen4()?;
+    check!(ok!(serial.with_overlap(NO_OVERLAP)) == serial);
+    check!(serial.with_overlap(NO_OVERLAP - 1) == Err(ParamError::Overlap));
+    check!(serial.with_overlap(MAX_OVERLAP + 1) == Err(ParamError::Overlap));
+    check!(ok!(serial.with_overlap(MAX_OVERLAP)).overlap() == MAX_OVERLAP);
+    let queued = ok!(serial.with_overlap(800));
+    check!(queued.overlap() == 800 && queued.serial() == serial);
+    let (s, q) = (serial.model(), queued.model());
+    check!(s.batch() == 0 && q.c() == 10_000_000 && q.batch() == 70_000_000);
+    check!(q.b() <= q.c() && q.serial() == s);
+    // Eight legs of one page: C_p2p + 7 * C_p2p / 8; one leg costs C_p2p as before.
+    let one = Segment {
+        start: 0,
+        len: 1,
+        path: Path::P2p,
+    };
+    let legs = [one; 8];
+    check!(makespan(&q, &legs) == 80_000_000 + 7 * 10_000_000);
+    check!(makespan(&q, &legs[..1]) == makespan(&s, &legs[..1]));
+    check!(makespan(&q, &[]) == 0);
+    // Nine uncached pages 20 cached pages apart: one bridging leg serially, several legs
+    // when eight more legs cost only 8 * 10 us.
+    let lens = [1, 20, 1, 20, 1, 20, 1, 20, 1, 20, 1, 20, 1, 20, 1, 20, 1];
+    let runs = ok!(Runs::new(false, &lens));
+    let (mut ws, mut gaps) = ([Slot::EMPTY; 16], [0u32; 16]);
+    let mut out_s = [Segment::EMPTY; 32];
+    let o_s = ok!(overlap(&serial, &runs, &mut out_s, &mut ws, &mut gaps));
+    let mut out_q = [Segment::EMPTY; 32];
+    let o_q = ok!(overlap(&queued, &runs, &mut out_q, &mut ws, &mut gaps));
+    let p2p_legs = |segs: &[Segment]| segs.iter().filter(|s| s.path == Path::P2p).count();
+    check!(check_schedule(&runs, o_q.schedule.segments).is_ok());
+    check!(p2p_legs(o_s.schedule.segments) == 1 && p2p_legs(o_q.schedule.segments) > 1);
+    check!(o_q.schedule.cost == makespan(&q, o_q.schedule.segments));
+    check!(o_q.bound <= o_q.schedule.cost);
+    // On the overlapping device the queue-aware schedule is faster than the serial one.
+    check!(o_q.schedule.cost < makespan(&q, o_s.schedule.segments));
+    // The additive optimum pays the batch term once.
+    let add = ok!(optimal(&queued, &runs, &mut out_q, &mut ws));
+    check!(add.cost == additive_cost(&q, add.segments));
     Ok(())
 }
 

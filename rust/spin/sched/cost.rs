@@ -22,6 +22,23 @@
 //! a relative error below 1.3e-5 for 4 KiB pages at up to 100 GB/s. `b` is kept in
 //! `[(cut - 1) * a, cut * a]` with `cut = ceil(S_cutoff / page_size)`, so the hinge lies where
 //! Eq. 1 puts it.
+//!
+//! Queue depth. The legs of one request are submitted together, and a device that serves
+//! several commands at once hides part of each leg's fixed cost behind the others. [`Params`]
+//! states that as the overlap `O` (`p2p_overlap`, in percent: 100 is none): `O` small legs in
+//! flight together take the time of one. The model then charges every leg `c = C_p2p / O` (the
+//! hinge offset lowered to `b = min(S_cutoff / BW_p2p, c)`, so that `b <= c` still holds) and
+//! the whole batch once more `f = C_p2p - c` (the batch term), the part of the first leg's
+//! latency that nothing hides:
+//!
+//! ```text
+//! D = f + sum over P2P legs of T_p2p(len)      (D = 0 without P2P legs)
+//! ```
+//!
+//! `m` small legs take `C_p2p + (m - 1) * C_p2p / O`; with `O = 100%` the model is Eq. 1.
+//! Every request with an uncached page has a P2P leg, so `f` is a constant there and the
+//! schedulers' minimisers do not move; only for fully cached requests, where all page cache is
+//! a choice, does it enter the comparison.
 
 /// Picoseconds, the time unit of every cost computed by the schedulers.
 pub type Picos = u64;
@@ -36,6 +53,10 @@ pub const MAX_S_CUTOFF: u64 = 16 << 20;
 pub const MAX_C_P2P_NS: u64 = 1_000_000_000;
 /// Smallest accepted bandwidth in bytes per second (1 MB/s).
 pub const MIN_BW: u64 = 1_000_000;
+/// The overlap of a device that runs its legs one after another, in percent.
+pub const NO_OVERLAP: u32 = 100;
+/// Largest accepted overlap in percent: 64 small legs in the time of one.
+pub const MAX_OVERLAP: u32 = 6400;
 /// Largest accepted bandwidth in bytes per second (1 TB/s).
 pub const MAX_BW: u64 = 1_000_000_000_000;
 /// Largest request the schedulers accept, in bytes (4 GiB). With the limits above every cost of
@@ -59,6 +80,8 @@ pub enum ParamError {
     /// `C_p2p < S_cutoff / BW_p2p`: below the cutoff the device would beat its own peak
     /// bandwidth, splitting a transfer would look free and no schedule would mean anything.
     Inconsistent,
+    /// The overlap lies outside `[NO_OVERLAP, MAX_OVERLAP]`.
+    Overlap,
 }
 
 /// Validated parameters of one block device, in kernel units.
@@ -69,6 +92,7 @@ pub struct Params {
     c_p2p_ns: u64,
     bw_p2p: u64,
     bw_pc: u64,
+    overlap: u32,
     model: Model,
 }
 
@@ -114,8 +138,33 @@ impl Params {
             c_p2p_ns,
             bw_p2p,
             bw_pc,
+            overlap: NO_OVERLAP,
             model,
         })
+    }
+
+    /// The same device with legs in flight together overlapping by `overlap` percent
+    /// ([`NO_OVERLAP`] is none; see the module documentation).
+    pub fn with_overlap(self, overlap: u32) -> Result<Self, ParamError> {
+        if !(NO_OVERLAP..=MAX_OVERLAP).contains(&overlap) {
+            return Err(ParamError::Overlap);
+        }
+        let serial = self.model.serial();
+        Ok(Self {
+            overlap,
+            model: serial.queued(overlap)?,
+            ..self
+        })
+    }
+
+    /// The same device with its legs one after another: what a router that waits for each leg
+    /// before it submits the next gets.
+    pub fn serial(self) -> Self {
+        Self {
+            overlap: NO_OVERLAP,
+            model: self.model.serial(),
+            ..self
+        }
     }
 
     /// The paper's parameters for the Intel P3700 (§4.3.1 and Table 3): 4 KiB pages,
@@ -156,6 +205,11 @@ impl Params {
         self.bw_pc
     }
 
+    /// Overlap of legs in flight together, in percent ([`NO_OVERLAP`]: none).
+    pub fn overlap(&self) -> u32 {
+        self.overlap
+    }
+
     /// The integer model derived from these parameters.
     pub fn model(&self) -> Model {
         self.model
@@ -194,11 +248,18 @@ fn derive_model(
     if b > c {
         return Err(ParamError::Inconsistent);
     }
-    Ok(Model { c, a, b, pc })
+    Ok(Model {
+        c,
+        a,
+        b,
+        pc,
+        batch: 0,
+        b_serial: b,
+    })
 }
 
 /// The integer cost model: `T_p2p(n) = c + max(0, n * a - b)`, `T_pc(n) = n * pc`, in
-/// picoseconds for `n` pages.
+/// picoseconds for `n` pages, and the batch term `f` paid once by any schedule with a P2P leg.
 ///
 /// Invariants (kept by every constructor): `a >= 1`, `pc >= 1`, `b <= c`. They make `T_p2p`
 /// subadditive (`T(x + y) <= T(x) + T(y)`), which is the discrete form of the consistency rule.
@@ -208,6 +269,10 @@ pub struct Model {
     a: Picos,
     b: Picos,
     pc: Picos,
+    /// Batch term: the part of the first leg's fixed cost that the queue does not hide.
+    batch: Picos,
+    /// The hinge offset of the serial model (`b` before [`Model::queued`] lowered it).
+    b_serial: Picos,
 }
 
 impl Model {
@@ -220,7 +285,59 @@ impl Model {
         if b > c {
             return Err(ParamError::Inconsistent);
         }
-        Ok(Self { c, a, b, pc })
+        Ok(Self {
+            c,
+            a,
+            b,
+            pc,
+            batch: 0,
+            b_serial: b,
+        })
+    }
+
+    /// The model with a batch term: legs cost `c` each and the batch `f` once more. Checks the
+    /// invariants of [`Model::from_terms`]. Meant for tests; devices go through
+    /// [`Params::with_overlap`].
+    pub fn from_terms_batched(
+        c: Picos,
+        a: Picos,
+        b: Picos,
+        pc: Picos,
+        f: Picos,
+    ) -> Result<Self, ParamError> {
+        Ok(Self {
+            batch: f,
+            ..Self::from_terms(c, a, b, pc)?
+        })
+    }
+
+    /// The serial model of the same device: legs one after another, each paying all of
+    /// `C_p2p`.
+    pub fn serial(&self) -> Self {
+        Self {
+            c: self.c.saturating_add(self.batch),
+            b: self.b_serial,
+            batch: 0,
+            ..*self
+        }
+    }
+
+    /// The model of legs in flight together, overlapping by `overlap` percent (at least
+    /// [`NO_OVERLAP`]), derived from this model's serial form.
+    fn queued(&self, overlap: u32) -> Result<Self, ParamError> {
+        let serial = self.serial();
+        let total = serial.c;
+        let c = total
+            .checked_mul(u64::from(NO_OVERLAP))
+            .ok_or(ParamError::Overhead)?
+            .div_ceil(u64::from(overlap.max(NO_OVERLAP)))
+            .max(1);
+        Ok(Self {
+            c,
+            b: serial.b.min(c),
+            batch: total - c,
+            ..serial
+        })
     }
 
     /// Fixed P2P cost `C_p2p` in picoseconds.
@@ -241,6 +358,22 @@ impl Model {
     /// Page-cache time per page, in picoseconds.
     pub fn pc(&self) -> Picos {
         self.pc
+    }
+
+    /// Batch term in picoseconds: what a schedule with at least one P2P leg pays once beyond
+    /// the sum of its legs' `T_p2p` (zero without queue overlap).
+    pub fn batch(&self) -> Picos {
+        self.batch
+    }
+
+    /// Device time of a schedule whose P2P legs cost `legs` in all: `f + legs`, or zero
+    /// without P2P legs (`any` false).
+    pub fn device(&self, legs: Picos, any: bool) -> Picos {
+        if any {
+            legs.saturating_add(self.batch)
+        } else {
+            0
+        }
     }
 
     /// Longest P2P transfer, in pages, that costs exactly `C_p2p`: `floor(b / a)`.
@@ -275,6 +408,8 @@ impl Model {
             a: self.a.checked_mul(q)?,
             b: self.b.checked_mul(q)?,
             pc: w,
+            batch: self.batch.checked_mul(q)?,
+            b_serial: self.b_serial.checked_mul(q)?,
         })
     }
 }

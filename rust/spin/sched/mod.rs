@@ -53,7 +53,7 @@ pub mod schedule;
 #[cfg(any(not(CONFIG_RUST), CONFIG_SPIN_KUNIT_TEST))]
 pub mod cases;
 
-pub use cost::{Model, ParamError, Params, Picos};
+pub use cost::{Model, ParamError, Params, Picos, MAX_OVERLAP, NO_OVERLAP};
 #[cfg(any(not(CONFIG_RUST), CONFIG_SPIN_KUNIT_TEST))]
 pub use greedy::greedy;
 pub use optimal::{optimal, optimal_model, scratch_len, Slot};

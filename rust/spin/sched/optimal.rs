@@ -128,13 +128,14 @@ pub fn optimal_model<'o>(
         // Every transfer is shorter than n*, where growing one is cheaper than copying: one
         // transfer of the whole request.
         buf.push(0, runs.pages(), Path::P2p)?;
-        return Ok(buf.finish(model.t_p2p(n)));
+        return Ok(buf.finish(model.device(model.t_p2p(n), true)));
     }
     let (lead, body) = split_lead(runs);
     let (groups, runs_in_slots) = shape
         .solve(n, lead, body, slots)
         .ok_or(SchedError::Overflow)?;
-    let cost = groups.saturating_add(model.t_pc(n));
+    // Not fully cached: every schedule has a P2P leg and pays the batch term.
+    let cost = model.device(groups, true).saturating_add(model.t_pc(n));
     if cost == INF {
         return Err(SchedError::Overflow);
     }
@@ -151,7 +152,7 @@ fn single_method(
     buf: &mut SegmentBuf<'_>,
 ) -> Result<Picos, SchedError> {
     let n = runs.pages();
-    let p2p = model.t_p2p(n.into());
+    let p2p = model.device(model.t_p2p(n.into()), true);
     let pc = model.t_pc(n.into());
     if runs.all_cached() && pc <= p2p {
         buf.push(0, n, Path::PageCache)?;

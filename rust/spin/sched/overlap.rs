@@ -3,23 +3,25 @@
 //! Overlap-aware objective: the makespan when P2P I/O and page-cache copies run concurrently.
 //!
 //! Model: at time 0 the router submits every P2P segment to the device, then the CPU copies the
-//! page-cache segments one after another. The device serves the P2P segments one after another,
-//! each taking `T_p2p` of Eq. 1 (its fixed cost is not hidden by queueing); the copies take
-//! `T_pc`. Nothing else is shared, so the request completes at
+//! page-cache segments one after another. The device serves the P2P segments, each taking
+//! `T_p2p` of Eq. 1, and the batch once more its term `f` (zero unless the device's queue
+//! overlaps legs, see [`super::cost`]); the copies take `T_pc`. Nothing else is shared, so the
+//! request completes at
 //!
 //! ```text
-//! makespan = max(D, H),  D = sum of T_p2p over P2P segments,  H = sum of T_pc over page cache
+//! makespan = max(D, H),  D = f + sum of T_p2p over P2P segments,  H = sum of T_pc over page cache
 //! ```
 //!
 //! Unlike the additive cost, P2P over cached pages can pay off here: it moves work from a busy
 //! CPU to an idle device.
 //!
 //! Certified lower bound. A schedule with `m >= 1` P2P segments and `h` page-cache pages has
-//! `D >= max(m * c, m * (c - b) + a * (N - h))` (each segment costs at least `c` and at least
-//! `c - b + len * a`) and `h <= hmax(m)`, the cached pages left when the `k - m` shortest cached
+//! `D >= f + max(m * c, m * (c - b) + a * (N - h))` (each segment costs at least `c` and at
+//! least `c - b + len * a`; `f` is the batch term of a device whose queue overlaps legs, see
+//! [`super::cost`]) and `h <= hmax(m)`, the cached pages left when the `k - m` shortest cached
 //! runs between uncached runs are bridged (`k` uncached runs; every P2P segment covers a
 //! consecutive group of them). Hence the optimum is at least
-//! `LB = min over m of min over h <= hmax(m) of max(m*c, m*(c-b) + a*(N-h), h*pc)`,
+//! `LB = min over m of min over h <= hmax(m) of max(f + m*c, f + m*(c-b) + a*(N-h), h*pc)`,
 //! and also at least the least device time of any schedule, `D_min`.
 //!
 //! Scheduler. A fully cached request is solved exactly (all page cache, or one P2P transfer of
@@ -232,7 +234,7 @@ impl<'a, 'r> Ctx<'a, 'r> {
         let (mut lo, mut hi) = (1u64, self.n);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.m.t_p2p(mid) >= self.m.t_pc(self.n - mid) {
+            if self.m.device(self.m.t_p2p(mid), true) >= self.m.t_pc(self.n - mid) {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -280,13 +282,20 @@ impl<'a, 'r> Ctx<'a, 'r> {
         best
     }
 
-    /// `min over h <= hmax of max(m*c, m*(c-b) + a*(N-h), h*pc)`.
+    /// `min over h <= hmax of max(f + m*c, f + m*(c-b) + a*(N-h), h*pc)`, `f` the batch term.
     fn bound_for(&self, m: u64, hmax: u64) -> Picos {
-        let (c, a, b, pc) = (self.m.c(), self.m.a(), self.m.b(), self.m.pc());
-        let fixed = m.saturating_mul(c);
+        let (c, a, b, pc, f) = (
+            self.m.c(),
+            self.m.a(),
+            self.m.b(),
+            self.m.pc(),
+            self.m.batch(),
+        );
+        let fixed = m.saturating_mul(c).saturating_add(f);
         let base = m
             .saturating_mul(c.saturating_sub(b))
-            .saturating_add(a.saturating_mul(self.n));
+            .saturating_add(a.saturating_mul(self.n))
+            .saturating_add(f);
         let at = |h: u64| {
             let h = h.min(hmax);
             let dev = base.saturating_sub(a.saturating_mul(h)).max(fixed);
@@ -313,7 +322,7 @@ impl<'a, 'r> Ctx<'a, 'r> {
     fn growths(&self, th: Threshold) -> [(u64, u64); 2] {
         let (lead, groups) = self.groups(th);
         let n0 = self.m.flat_pages();
-        let (mut d0, mut free, mut hmax, mut left) = (0u64, 0u64, lead, lead);
+        let (mut d0, mut free, mut hmax, mut left) = (self.m.batch(), 0u64, lead, lead);
         for g in groups {
             let core = g.end - g.start;
             d0 = d0.saturating_add(self.m.t_p2p(core));

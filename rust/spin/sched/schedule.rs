@@ -198,19 +198,23 @@ pub fn additive_cost(model: &Model, segments: &[Segment]) -> Picos {
     device.saturating_add(cpu)
 }
 
-/// Device time (sum of `T_p2p` over P2P segments) and CPU time (sum of `T_pc` over page-cache
-/// segments) of a schedule.
+/// Device time (sum of `T_p2p` over P2P segments, plus the model's batch term if there is
+/// one) and CPU time (sum of `T_pc` over page-cache segments) of a schedule.
 pub fn split_cost(model: &Model, segments: &[Segment]) -> (Picos, Picos) {
     let mut device: Picos = 0;
     let mut cpu: Picos = 0;
+    let mut any = false;
     for seg in segments {
         let n = u64::from(seg.len);
         match seg.path {
-            Path::P2p => device = device.saturating_add(model.t_p2p(n)),
+            Path::P2p => {
+                device = device.saturating_add(model.t_p2p(n));
+                any = true;
+            }
             Path::PageCache => cpu = cpu.saturating_add(model.t_pc(n)),
         }
     }
-    (device, cpu)
+    (model.device(device, any), cpu)
 }
 
 /// Makespan of a schedule under the overlap model: `max(device time, CPU time)`.

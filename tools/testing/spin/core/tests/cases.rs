@@ -45,6 +45,7 @@ cases!(
     optimal_exact_beyond_validated_ranges,
     overlap_splits_cached_request,
     overlap_not_worse_than_additive,
+    overlap_queue_depth,
     plan_window_rounds_inwards,
     plan_bitmap_to_runs,
     plan_legs_cover_the_request,

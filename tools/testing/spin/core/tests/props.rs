@@ -9,7 +9,9 @@ use spin_core::sched::*;
 
 /// Every schedule of `n` pages by explicit enumeration: each segment `[pos, end)` goes through
 /// P2P, or through the page cache if all its pages are cached. Returns the minimum of `f` over
-/// all schedules, where `f` folds (device, cpu) sums. Exponential: only for small `n`.
+/// all schedules, where `f` folds (device, cpu) sums; the first P2P leg also pays the model's
+/// batch term (every leg costs at least one picosecond, so `device == 0` means no leg yet).
+/// Exponential: only for small `n`.
 fn brute(
     bits: &[bool],
     m: &Model,
@@ -24,10 +26,11 @@ fn brute(
     }
     let mut best = u64::MAX;
     let mut cached = true;
+    let first = if device == 0 { m.batch() } else { 0 };
     for end in pos + 1..=n {
         cached &= bits[end - 1];
         let len = (end - pos) as u64;
-        best = best.min(brute(bits, m, end, device + m.t_p2p(len), cpu, f));
+        best = best.min(brute(bits, m, end, device + first + m.t_p2p(len), cpu, f));
         if cached {
             best = best.min(brute(bits, m, end, device, cpu + m.t_pc(len), f));
         }
@@ -35,45 +38,32 @@ fn brute(
     best
 }
 
-/// Page-level O(N^2) reference of the additive optimum (exhaustive over segmentations).
+/// Page-level O(N^2) reference of the additive optimum (exhaustive over segmentations), with
+/// saturating sums, so exact whenever the optimum fits a `u64` (every prefix of the optimal
+/// schedule costs at most the optimum). Two states per page: no P2P leg yet (all page cache),
+/// and at least one, which pays the batch term once at the end.
 fn reference(bits: &[bool], m: &Model) -> u64 {
     let n = bits.len();
+    // dp_pc[i]: pages 0..i all through the page cache; dp[i]: with at least one P2P leg.
+    let mut dp_pc = vec![u64::MAX; n + 1];
     let mut dp = vec![u64::MAX; n + 1];
-    dp[0] = 0;
+    dp_pc[0] = 0;
     for i in 1..=n {
-        let mut cached = true;
-        for j in (0..i).rev() {
-            cached &= bits[j];
-            let len = (i - j) as u64;
-            let mut c = dp[j] + m.t_p2p(len);
-            if cached {
-                c = c.min(dp[j] + m.t_pc(len));
-            }
-            dp[i] = dp[i].min(c);
+        if bits[i - 1] && dp_pc[i - 1] != u64::MAX {
+            dp_pc[i] = dp_pc[i - 1].saturating_add(m.t_pc(1));
         }
-    }
-    dp[n]
-}
-
-/// [`reference`] with saturating sums, for models whose costs may not fit a `u64`; exact
-/// whenever the optimum fits (every prefix of the optimal schedule costs at most the optimum).
-fn reference_sat(bits: &[bool], m: &Model) -> u64 {
-    let n = bits.len();
-    let mut dp = vec![u64::MAX; n + 1];
-    dp[0] = 0;
-    for i in 1..=n {
         let mut cached = true;
         for j in (0..i).rev() {
             cached &= bits[j];
             let len = (i - j) as u64;
-            let mut c = dp[j].saturating_add(m.t_p2p(len));
+            let mut c = dp[j].min(dp_pc[j]).saturating_add(m.t_p2p(len));
             if cached {
                 c = c.min(dp[j].saturating_add(m.t_pc(len)));
             }
             dp[i] = dp[i].min(c);
         }
     }
-    dp[n]
+    dp_pc[n].min(dp[n].saturating_add(m.batch()))
 }
 
 fn runs_of<'a>(bits: &[bool], buf: &'a mut Vec<u32>) -> Runs<'a> {
@@ -85,12 +75,21 @@ fn runs_of<'a>(bits: &[bool], buf: &'a mut Vec<u32>) -> Runs<'a> {
     b.finish().unwrap()
 }
 
-/// Small integer models with both signs of `a - pc` and short cutoffs (`n0 = b / a` in 0..6).
+/// Small integer models with both signs of `a - pc`, short cutoffs (`n0 = b / a` in 0..6)
+/// and a batch term (a queue that overlaps legs) in half of them.
 fn model() -> impl Strategy<Value = Model> {
-    (1u64..40, 0u64..6, 0u64..40, 0u64..300, 1u64..60).prop_map(|(a, n0, r, extra, pc)| {
-        let b = a * n0 + r % a;
-        Model::from_terms(b + 1 + extra, a, b, pc).unwrap()
-    })
+    (
+        1u64..40,
+        0u64..6,
+        0u64..40,
+        0u64..300,
+        1u64..60,
+        prop_oneof![Just(0u64), 0u64..400],
+    )
+        .prop_map(|(a, n0, r, extra, pc, f)| {
+            let b = a * n0 + r % a;
+            Model::from_terms_batched(b + 1 + extra, a, b, pc, f).unwrap()
+        })
 }
 
 /// Models at the edges of the exact scheduler: `c = b` (the hinge at its consistency limit, no
@@ -122,7 +121,8 @@ fn edge_model() -> impl Strategy<Value = Model> {
     ]
 }
 
-/// Device parameters in kernel units, consistent by construction.
+/// Device parameters in kernel units, consistent by construction; half of them with a queue
+/// that overlaps legs.
 fn params() -> impl Strategy<Value = Params> {
     (
         0u64..64,
@@ -130,15 +130,18 @@ fn params() -> impl Strategy<Value = Params> {
         1u64..2000,
         100u64..20_000,
         100u64..20_000,
+        prop_oneof![Just(NO_OVERLAP), NO_OVERLAP..=MAX_OVERLAP],
     )
         .prop_filter_map(
             "consistent",
-            |(cut_pages, extra, c_us, bw_p2p_mb, bw_pc_mb)| {
+            |(cut_pages, extra, c_us, bw_p2p_mb, bw_pc_mb, overlap)| {
                 let s = cut_pages * 4096 + extra;
                 let bw_p2p = bw_p2p_mb * 1_000_000;
                 let min_c_ns = (s * 1_000_000_000).div_ceil(bw_p2p);
                 let c = (c_us * 1000).max(min_c_ns).max(1);
-                Params::new(4096, s, c, bw_p2p, bw_pc_mb * 1_000_000).ok()
+                Params::new(4096, s, c, bw_p2p, bw_pc_mb * 1_000_000)
+                    .and_then(|p| p.with_overlap(overlap))
+                    .ok()
             },
         )
 }
@@ -163,20 +166,21 @@ fn check_valid(runs: &Runs<'_>, segs: &[Segment]) {
 }
 
 fn all_p2p(m: &Model, n: usize) -> u64 {
-    m.t_p2p(n as u64)
+    m.device(m.t_p2p(n as u64), true)
 }
 
 /// Every cached run through the page cache, every uncached run its own P2P transfer.
 fn naive(m: &Model, runs: &Runs<'_>) -> u64 {
-    runs.iter()
-        .map(|r| {
-            if r.cached {
-                m.t_pc(r.len.into())
-            } else {
-                m.t_p2p(r.len.into())
-            }
-        })
-        .sum()
+    let (mut legs, mut cpu, mut any) = (0, 0, false);
+    for r in runs.iter() {
+        if r.cached {
+            cpu += m.t_pc(r.len.into());
+        } else {
+            legs += m.t_p2p(r.len.into());
+            any = true;
+        }
+    }
+    m.device(legs, any) + cpu
 }
 
 fn optimal_of(m: &Model, runs: &Runs<'_>) -> (Vec<Segment>, u64) {
@@ -225,7 +229,7 @@ proptest! {
         let runs = runs_of(bits, &mut buf);
         let mut out = vec![Segment::EMPTY; runs.max_segments()];
         let mut ws = vec![Slot::EMPTY; scratch_len(&runs)];
-        let best = reference_sat(bits, &m);
+        let best = reference(bits, &m);
         match optimal_model(&m, &runs, &mut out, &mut ws) {
             Ok(s) => {
                 check_valid(&runs, s.segments);

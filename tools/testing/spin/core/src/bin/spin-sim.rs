@@ -257,6 +257,35 @@ fn run_quality(params: &Params, gen: Gen, a: &Args, seed: u64) -> Quality {
     q
 }
 
+/// Queue depth: the makespan, on a device whose queue overlaps legs by `overlap` percent, of
+/// the schedule planned for a serial device over that of the schedule planned for this one
+/// (the gain of knowing the overlap), and the queue-aware schedule's distance to its bound.
+fn run_queue(serial: &Params, overlap_pct: u32, gen: Gen, a: &Args, seed: u64) -> (Stat, Stat) {
+    let queued = serial.with_overlap(overlap_pct).expect("overlap in range");
+    let truth = queued.model();
+    let mut rng = Rng::new(seed);
+    let mut lens = Vec::with_capacity(a.pages as usize);
+    let mut b = Bufs::new(a.pages);
+    let (mut gain, mut gap) = (Stat::new(), Stat::new());
+    for _ in 0..a.requests.div_ceil(10) {
+        let first = gen.draw(&mut rng, a.pages, &mut lens);
+        let runs = Runs::new(first, &lens).expect("generator produced valid runs");
+        let blind = overlap(serial, &runs, &mut b.out, &mut b.ws, &mut b.gaps).expect("overlap");
+        let blind_span = makespan(&truth, blind.schedule.segments);
+        let q = overlap(&queued, &runs, &mut b.out, &mut b.ws, &mut b.gaps).expect("overlap");
+        let (span, bound) = (q.schedule.cost, q.bound);
+        // The scheduler is certified, not always exact: the serial plan may win by at most the
+        // gap, and the bound holds for it too.
+        assert!(
+            bound <= span && bound <= blind_span,
+            "bound above a schedule"
+        );
+        gain.add(blind_span as f64 / span as f64, blind_span == span);
+        gap.add((span - bound) as f64 / bound.max(1) as f64, span == bound);
+    }
+    (gain, gap)
+}
+
 /// Decision cost of each scheduler in ns per request over a fixed mix of requests: the median
 /// over rounds of the mean per request, schedulers interleaved within each round.
 fn run_bench(params: &Params, reqs: &[(bool, Vec<u32>)], a: &Args) -> [f64; 4] {
@@ -397,6 +426,58 @@ fn main() {
         print!("{md}");
         full.push_str(&md);
         md.clear();
+    }
+    // Queue depth (gen4): what knowing the overlap of legs in flight together is worth.
+    if !a.bench_only {
+        let gen4 = Params::gen4().expect("gen4 params");
+        let mut qmd = format!(
+            "## Queue depth (`gen4`, {} requests per generator and overlap)\n\n\
+             A device whose queue runs `O` small legs in the time of one (`p2p_overlap`, percent). \
+             gain = makespan on that device of the schedule planned for a serial device / of the \
+             schedule planned knowing `O` (mean, min, max, share of requests where both are equal); \
+             gap = the queue-aware schedule's distance to its certified bound.\n\n\
+             | overlap | generator | gain mean | gain min | gain max | same cost | proven exact | gap mean | gap max |\n\
+             |---|---|---|---|---|---|---|---|---|\n",
+            a.requests.div_ceil(10)
+        );
+        let mut qcsv = String::from(
+            "overlap_pct,generator,requests,mean_gain,min_gain,max_gain,frac_same,frac_proven_exact,mean_gap,max_gap\n",
+        );
+        for (oi, pct) in [100u32, 200, 400, 800].into_iter().enumerate() {
+            for (gi, gen) in Gen::ALL.iter().enumerate() {
+                let seed =
+                    a.seed ^ ((0x51 + oi as u64) << 32 | gi as u64).wrapping_mul(0x9e37_79b9);
+                let (gain, gap) = run_queue(&gen4, pct, *gen, &a, seed);
+                let g = gen.name();
+                let _ = writeln!(
+                    qmd,
+                    "| {pct}% | {g} | {:.3}x | {:.4}x | {:.3}x | {:.1}% | {:.1}% | {:.3}% | {:.2}% |",
+                    gain.mean(),
+                    gain.min,
+                    gain.max,
+                    100.0 * gain.frac(),
+                    100.0 * gap.frac(),
+                    100.0 * gap.mean(),
+                    100.0 * gap.max
+                );
+                let _ = writeln!(
+                    qcsv,
+                    "{pct},\"{g}\",{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6}",
+                    gain.n,
+                    gain.mean(),
+                    gain.min,
+                    gain.max,
+                    gain.frac(),
+                    gap.frac(),
+                    gap.mean(),
+                    gap.max
+                );
+            }
+        }
+        qmd.push('\n');
+        print!("{qmd}");
+        full.push_str(&qmd);
+        let _ = std::fs::write(format!("{}/queue.csv", a.out), qcsv);
     }
     // Decision cost.
     let mut rng = Rng::new(a.seed ^ 0xbe9c);
