@@ -302,6 +302,7 @@ enum spin_sysfs_attr {
 	SPIN_ATTR_P2P,
 	SPIN_ATTR_ATOMIC_READS,
 	SPIN_ATTR_PIPELINE,
+	SPIN_ATTR_P2P_OVERLAP,
 };
 
 extern const struct attribute_group spin_disk_attr_group;

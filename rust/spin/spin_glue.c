@@ -1134,6 +1134,7 @@ SPIN_DISK_ATTR(s_cutoff, 0644, SPIN_ATTR_S_CUTOFF);
 SPIN_DISK_ATTR(c_p2p_ns, 0644, SPIN_ATTR_C_P2P_NS);
 SPIN_DISK_ATTR(bw_p2p, 0644, SPIN_ATTR_BW_P2P);
 SPIN_DISK_ATTR(bw_pc, 0644, SPIN_ATTR_BW_PC);
+SPIN_DISK_ATTR(p2p_overlap, 0644, SPIN_ATTR_P2P_OVERLAP);
 SPIN_DISK_ATTR(p2p, 0444, SPIN_ATTR_P2P);
 
 static struct attribute *spin_disk_attrs[] = {
@@ -1142,6 +1143,7 @@ static struct attribute *spin_disk_attrs[] = {
 	&spin_disk_attr_c_p2p_ns.attr.attr,
 	&spin_disk_attr_bw_p2p.attr.attr,
 	&spin_disk_attr_bw_pc.attr.attr,
+	&spin_disk_attr_p2p_overlap.attr.attr,
 	&spin_disk_attr_p2p.attr.attr,
 	NULL,
 };

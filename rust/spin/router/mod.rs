@@ -912,7 +912,13 @@ fn plan_chunk(
             if cached == 0 {
                 Some(Path::P2p)
             } else {
-                schedule(&ctx.params, pages, bits, &mut segs)?;
+                // Synchronous legs run one after another: the queue overlaps nothing.
+                let params = if ctx.sync_legs() {
+                    ctx.params.serial()
+                } else {
+                    ctx.params
+                };
+                schedule(&params, pages, bits, &mut segs)?;
                 None
             }
         }

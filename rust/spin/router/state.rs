@@ -609,14 +609,20 @@ fn parse_bool(input: &[u8]) -> Result<i32> {
 fn with_param(p: &Params, attr: u32, v: u64) -> Result<Params> {
     let (mut s_cutoff, mut c_p2p_ns, mut bw_p2p, mut bw_pc) =
         (p.s_cutoff(), p.c_p2p_ns(), p.bw_p2p(), p.bw_pc());
+    let mut overlap = p.overlap();
     match attr {
         bindings::spin_sysfs_attr_SPIN_ATTR_S_CUTOFF => s_cutoff = v,
         bindings::spin_sysfs_attr_SPIN_ATTR_C_P2P_NS => c_p2p_ns = v,
         bindings::spin_sysfs_attr_SPIN_ATTR_BW_P2P => bw_p2p = v,
         bindings::spin_sysfs_attr_SPIN_ATTR_BW_PC => bw_pc = v,
+        bindings::spin_sysfs_attr_SPIN_ATTR_P2P_OVERLAP => {
+            overlap = u32::try_from(v).map_err(|_| EINVAL)?;
+        }
         _ => return Err(EINVAL),
     }
-    Params::new(p.page_size(), s_cutoff, c_p2p_ns, bw_p2p, bw_pc).map_err(|_| EINVAL)
+    Params::new(p.page_size(), s_cutoff, c_p2p_ns, bw_p2p, bw_pc)
+        .and_then(|p| p.with_overlap(overlap))
+        .map_err(|_| EINVAL)
 }
 
 /// Drops the entry of the released disk `id` (`spin_disk_release()`).
@@ -672,6 +678,7 @@ fn show(key: DiskKey, attr: u32, f: &mut Formatter<'_>) -> Result {
                 bindings::spin_sysfs_attr_SPIN_ATTR_C_P2P_NS => p.c_p2p_ns(),
                 bindings::spin_sysfs_attr_SPIN_ATTR_BW_P2P => p.bw_p2p(),
                 bindings::spin_sysfs_attr_SPIN_ATTR_BW_PC => p.bw_pc(),
+                bindings::spin_sysfs_attr_SPIN_ATTR_P2P_OVERLAP => p.overlap().into(),
                 _ => return Err(EINVAL),
             };
             writeln!(f, "{v}").map_err(fmt_err)
@@ -777,6 +784,14 @@ mod tests {
         let s = bindings::spin_sysfs_attr_SPIN_ATTR_S_CUTOFF;
         let bw = bindings::spin_sysfs_attr_SPIN_ATTR_BW_P2P;
         assert_eq!(with_param(&p, c, 100_000)?.c_p2p_ns(), 100_000);
+        // The overlap survives a change of the other parameters, and is range-checked.
+        let o = bindings::spin_sysfs_attr_SPIN_ATTR_P2P_OVERLAP;
+        let q = with_param(&p, o, 400)?;
+        assert_eq!(with_param(&q, c, 100_000)?.overlap(), 400);
+        assert_eq!(with_param(&q, o, 100)?, p);
+        assert_eq!(with_param(&p, o, 99), Err(EINVAL));
+        assert_eq!(with_param(&p, o, 6401), Err(EINVAL));
+        assert_eq!(with_param(&p, o, 1 << 32), Err(EINVAL));
         assert_eq!(with_param(&p, s, 0)?.s_cutoff(), 0);
         // 128 KiB at 6.5 GB/s takes 20.2 us: an overhead of 1 ns is inconsistent.
         assert_eq!(with_param(&p, c, 1), Err(EINVAL));

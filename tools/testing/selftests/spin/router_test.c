@@ -25,7 +25,10 @@
  *    always, as without spin (the IOLOCK serialises reads and writes), on
  *    ext4 torn pages are counted but allowed (upstream ext4 does not
  *    serialise a buffered read against a write of the same page);
- *  - the modes pagecache and p2p.
+ *  - the modes pagecache and p2p;
+ *  - the disk's p2p_overlap in the schedule: nine uncached pages 20 apart
+ *    go in one P2P leg with none, in more with 800 (not with synchronous
+ *    legs, xfs with atomic_reads 1).
  * Then the fallbacks (spin-nvme2: no P2P path, spin-vblk: no P2PDMA queue,
  * tmpfs: no block device) and the knobs, with their bad values.
  */
@@ -174,7 +177,9 @@ static char mode[16] = "auto";	/* what this program last set */
 static pid_t main_pid;
 
 /* Knobs of the first disk, restored at exit. */
-static const char *const knob_names[] = { "s_cutoff", "c_p2p_ns", "bw_p2p", "bw_pc" };
+static const char *const knob_names[] = {
+	"s_cutoff", "c_p2p_ns", "bw_p2p", "bw_pc", "p2p_overlap"
+};
 static char knob_saved[ARRAY_SIZE(knob_names)][64];
 static char knob_disk[64];
 static char ra_saved[64];	/* /sys/kernel/spin/ra_partition_pages at the start */
@@ -1224,6 +1229,73 @@ static void chunk_pipeline(struct fs *fs)
 			 " (none with pipeline 0)", r.bad ? r.why : "ok");
 }
 
+/*
+ * One page read from the device every 21 pages, 169 pages in all, with the
+ * disk's p2p_overlap at @overlap: the number of P2P segments into *@segs.
+ */
+static void queue_overlap_one(struct fs *fs, const char *overlap, long long *segs,
+			      struct res *r)
+{
+	const long long pos = 2 * MiB;
+	const size_t npages = 8 * 21 + 1, len = npages * PG;
+	uint8_t cached[8 * 21 + 1];
+	char label[128], path[PATH_MAX], why[256];
+	struct obs o;
+	ssize_t n;
+	int ret;
+
+	snprintf(label, sizeof(label), "%s: 9 uncached pages 20 apart, p2p_overlap %s", fs->name,
+		 overlap);
+	*segs = -1;
+	for (size_t i = 0; i < npages; i++)
+		cached[i] = i % 21 != 0;
+	knob_path(path, sizeof(path), fs->disk, "p2p_overlap");
+	ret = sys_write(path, overlap);
+	if (ret) {
+		fail(r, label, "writing %s: %s", path, strerror(-ret));
+		return;
+	}
+	if (set_residency(fs, pos / PG, npages, cached, why, sizeof(why))) {
+		fail(r, label, "%s", why);
+	} else {
+		poison(0, len);
+		obs_begin(fs, &o, r, label);
+		n = pread(fs->fd, gmem, len, pos);
+		if (!check_read(fs, &o, n, len, pos, 0, r, label))
+			*segs = o.d.v[ST_SEGS_P2P];
+		trace_free(&o.tr);
+	}
+	ret = sys_write(path, "100");
+	if (ret)
+		fail(r, label, "restoring p2p_overlap 100: %s", strerror(-ret));
+}
+
+/*
+ * The disk's queue overlap reaches the schedule: with none, the nine uncached
+ * pages go in one P2P leg over the cached ones between them; with 800 (eight
+ * legs in the time of one) more, shorter legs pay. Synchronous legs (xfs with
+ * atomic_reads 1) overlap nothing, so the schedule stays one leg.
+ */
+static void queue_overlap(struct fs *fs)
+{
+	int sync = !strcmp(fs->type, "xfs");
+	long long none = -1, eight = -1;
+	struct res r = { 0 };
+
+	queue_overlap_one(fs, "100", &none, &r);
+	queue_overlap_one(fs, "800", &eight, &r);
+	if (!r.bad && none != 1)
+		fail(&r, fs->name, "p2p_overlap 100: %lld P2P segments, want 1", none);
+	if (!r.bad && !sync && eight <= 1)
+		fail(&r, fs->name, "p2p_overlap 800: %lld P2P segments, want more than 1", eight);
+	if (!r.bad && sync && eight != 1)
+		fail(&r, fs->name, "p2p_overlap 800, synchronous legs: %lld P2P segments, want 1",
+		     eight);
+	ksft_test_result(!r.bad, "%s: p2p_overlap 100 -> %lld P2P leg(s), 800 -> %lld%s: %s\n",
+			 fs->name, none, eight, sync ? " (synchronous legs: serial model)" : "",
+			 r.bad ? r.why : "ok");
+}
+
 static void boundaries(struct fs *fs)
 {
 	const size_t gpu_tail = 64 * KiB + 100, host_tail = 20000, host_head = 5000;
@@ -2265,7 +2337,9 @@ static void switch_knob(const char *name)
 
 static void test_knobs(void)
 {
-	static const char *const defaults[] = { "131072", "80000", "6500000000", "10000000000" };
+	static const char *const defaults[] = {
+		"131072", "80000", "6500000000", "10000000000", "100"
+	};
 	char buf[64] = "?", path[PATH_MAX], got[ARRAY_SIZE(knob_names)][64];
 	int ret, ok = 1;
 
@@ -2300,13 +2374,16 @@ static void test_knobs(void)
 		    strcmp(got[i], defaults[i]))
 			ok = 0;
 	}
-	ksft_test_result(ok, "knobs: %s defaults s_cutoff %s c_p2p_ns %s bw_p2p %s bw_pc %s\n",
-			 knob_disk, got[0], got[1], got[2], got[3]);
+	ksft_test_result(ok,
+			 "knobs: %s defaults s_cutoff %s c_p2p_ns %s bw_p2p %s bw_pc %s p2p_overlap %s\n",
+			 knob_disk, got[0], got[1], got[2], got[3], got[4]);
 
 	knob_reject("c_p2p_ns", "abc", "not a number");
 	knob_reject("c_p2p_ns", "1", "inconsistent with s_cutoff 131072 at bw_p2p 6.5 GB/s");
 	knob_reject("bw_p2p", "0", "out of range");
 	knob_reject("bw_pc", "1000000000001", "above 1 TB/s");
+	knob_reject("p2p_overlap", "99", "below 100 (none)");
+	knob_reject("p2p_overlap", "6401", "above 64 legs in the time of one");
 
 	/* a good value is taken, then the default again */
 	knob_path(path, sizeof(path), knob_disk, "c_p2p_ns");
@@ -2359,7 +2436,7 @@ int main(void)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(2 * 20 + 2 + 9 + 4);
+	ksft_set_plan(2 * 21 + 2 + 11 + 4);
 
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
@@ -2410,6 +2487,7 @@ int main(void)
 		STEP(read_position(fs));
 		STEP(boundaries(fs));
 		STEP(chunk_pipeline(fs));
+		STEP(queue_overlap(fs));
 		STEP(consistency(fs));
 		STEP(con_phase(fs, "auto", 0));
 		STEP(con_phase(fs, "p2p", 0));
