@@ -90,7 +90,7 @@ fn disk(name: &str) -> Disk {
         cost: Vec::new(),
         error: None,
     };
-    for k in ["s_cutoff", "c_p2p_ns", "bw_p2p", "bw_pc"] {
+    for k in ["s_cutoff", "c_p2p_ns", "bw_p2p", "bw_pc", "p2p_overlap"] {
         if let Some(v) = sys::read_u64(base.join("spin").join(k)) {
             d.cost.push((k, v));
         }

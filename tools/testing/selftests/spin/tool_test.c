@@ -12,8 +12,9 @@
  *  - spin stat: totals, and with -i/-c the rates of a routed read's bytes on
  *    the right disk;
  *  - spin calibrate --apply --png on the file on spin-nvme0: the fit and the
- *    overlap of legs in flight together printed,
- *    a PNG written, the printed parameters in sysfs (restored afterwards);
+ *    overlap of legs in flight together printed (and the p2p_overlap it
+ *    gives), a PNG written, the printed parameters in sysfs, p2p_overlap
+ *    included (restored afterwards);
  *    refused with the reason on tmpfs, spin-nvme2, spin-vblk and a small file;
  *  - bad arguments: one line on stderr, exit status 2.
  */
@@ -307,17 +308,18 @@ static void test_stat(struct disk *near)
 	close(heap);
 }
 
-static const char *const model[] = { "c_p2p_ns", "s_cutoff", "bw_p2p", "bw_pc" };
+static const char *const model[] = { "c_p2p_ns", "s_cutoff", "bw_p2p", "bw_pc", "p2p_overlap" };
+#define N_MODEL ((int)ARRAY_SIZE(model))
 
 /* Writes the cost model of @disk in an order that keeps it consistent (c_p2p_ns first high). */
-static int model_write(const char *disk, const long long v[4])
+static int model_write(const char *disk, const long long v[N_MODEL])
 {
 	char path[PATH_MAX], val[32];
 	int ret = 0;
 
-	for (int i = 0; i <= 4; i++) {
-		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", disk, model[i % 4]);
-		snprintf(val, sizeof(val), "%lld", i == 0 ? 1000000000LL : v[i % 4]);
+	for (int i = 0; i <= N_MODEL; i++) {
+		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", disk, model[i % N_MODEL]);
+		snprintf(val, sizeof(val), "%lld", i == 0 ? 1000000000LL : v[i % N_MODEL]);
 		ret |= spin_write_file(path, val);
 	}
 	return ret;
@@ -326,18 +328,18 @@ static int model_write(const char *disk, const long long v[4])
 static void test_calibrate(struct disk *near)
 {
 	char path[PATH_MAX], line[256], *p;
-	long long before[4], after[4], printed[4] = { -1, -1, -1, -1 };
+	long long before[N_MODEL], after[N_MODEL], printed[N_MODEL] = { -1, -1, -1, -1, -1 };
 	unsigned char sig[8] = { 0 };
 	int rc, ok;
 	FILE *f;
 
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < N_MODEL; i++) {
 		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", near->name, model[i]);
 		before[i] = spin_read_ll(path);
 	}
 	rc = run(TOOL " calibrate /mnt/tool-near/f --reps 3 --png /tmp/calib.png --apply");
 	ksft_print_msg("spin calibrate:\n%s", out);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < N_MODEL; i++) {
 		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", near->name, model[i]);
 		after[i] = spin_read_ll(path);
 		snprintf(line, sizeof(line), " %s=", model[i]);
@@ -356,9 +358,11 @@ static void test_calibrate(struct disk *near)
 	ok = rc == 0 && strstr(out, line) && strstr(out, "P2P (Eq. 1): C_p2p") &&
 	     strstr(out, "R^2") && strstr(out, "applied to") &&
 	     strstr(out, "legs in flight together: 8 readers of 4 KiB:") &&
+	     strstr(out, ", p2p_overlap ") &&
 	     !memcmp(sig, "\x89PNG\r\n\x1a\n", 8);
-	for (int i = 0; ok && i < 4; i++)
+	for (int i = 0; ok && i < N_MODEL; i++)
 		ok = printed[i] >= 0 && printed[i] == after[i];
+	ok = ok && after[N_MODEL - 1] >= 100 && after[N_MODEL - 1] <= 6400;
 	ksft_test_result(ok, "spin calibrate --apply --png: exit %d, %s\n", rc,
 			 "the GPU's memory, fit and queue overlap printed, PNG written, sysfs holds the parameters");
 	if (model_write(near->name, before))
