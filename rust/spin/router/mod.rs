@@ -736,8 +736,6 @@ struct Staged {
     /// The legs; empty if the chunk is read by one page-cache copy.
     legs: KVVec<Leg>,
     outcome: KVVec<Option<Result<usize>>>,
-    /// Whether the chunk's pipe slot holds its P2P legs.
-    p2p: bool,
 }
 
 /// Reads a piece of more than one chunk with asynchronous P2P legs, its chunks pipelined: the
@@ -793,7 +791,6 @@ fn stage(
         len,
         legs: KVVec::new(),
         outcome: KVVec::new(),
-        p2p: false,
     };
     match stage_legs(ctx, pipe, slot, &mut c, ahead) {
         Ok(()) => {}
@@ -801,7 +798,6 @@ fn stage(
             ctx.account.internal();
             pipe.close(slot);
             c.legs.clear();
-            c.p2p = false;
         }
     }
     c
@@ -834,7 +830,6 @@ fn stage_legs(
         return Ok(());
     }
     let batch = pipe.open(slot, p2p_legs)?;
-    c.p2p = true;
     start_legs(batch, c.pos, c.addr, &c.legs)?;
     if ahead {
         ctx.account.pipelined();
@@ -854,10 +849,9 @@ fn finish(
         return ctx.copy(c.pos, c.addr, c.len);
     }
     copy_legs(ctx, c.pos, c.addr, &c.legs, &mut c.outcome);
-    if c.p2p {
-        if let Some(batch) = pipe.batch(slot) {
-            wait_legs(ctx, c.pos, c.addr, &c.legs, &mut c.outcome, batch);
-        }
+    // The slot holds a batch exactly when the chunk has P2P legs in flight.
+    if let Some(batch) = pipe.batch(slot) {
+        wait_legs(ctx, c.pos, c.addr, &c.legs, &mut c.outcome, batch);
         pipe.close(slot);
     }
     legs_done(&c.legs, &c.outcome)
