@@ -747,8 +747,7 @@ impl Evict {
 }
 
 /// Evicts the folio at `pfn` if it is still the clean, unmapped dropbehind folio at `index` of
-/// the file whose mapping is `mapping` (see `filemap_evict_dropbehind()`):
-/// [`evict_dropbehind_batch`] for one folio.
+/// the file whose mapping is `mapping`: [`evict_dropbehind_batch`] for one folio.
 pub(crate) fn evict_dropbehind(pfn: usize, mapping: usize, index: u64) -> Evict {
     let mut res = [Evict::Gone];
     evict_dropbehind_batch(mapping, &[(pfn, index)], &mut res);

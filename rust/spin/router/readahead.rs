@@ -9,9 +9,9 @@
 //! clears the flag and keeps the folio cached like any other. Every dropbehind folio of a
 //! window read ahead during a GPU leg is admitted into one system-wide FIFO
 //! ([`crate::sched::readahead::Partition`]) of at most `/sys/kernel/spin/ra_partition_pages`
-//! pages, and evicted from it oldest first with `filemap_evict_dropbehind()`: dropped if still
-//! a clean, unmapped dropbehind folio, left alone otherwise (promoted by a CPU access, mapped,
-//! dirty or under writeback: nothing is lost).
+//! pages, and evicted from it oldest first with `filemap_evict_dropbehind_batch()`: dropped if
+//! still a clean, unmapped dropbehind folio, left alone otherwise (promoted by a CPU access,
+//! mapped, dirty or under writeback: nothing is lost).
 //!
 //! A sequential GPU read (P-readahead) leaves the folios it consumes to the partition
 //! (`IOCB_DONTCACHE_DEFER`) instead of dropping each one itself, which would cost the reader
@@ -50,7 +50,7 @@
 //! cache.
 //!
 //! A folio read ahead waits off the LRU in the LRU batch of the CPU that added it until that
-//! batch is drained, which an idle CPU never does; `filemap_evict_dropbehind()` drains the
+//! batch is drained, which an idle CPU never does; `filemap_evict_dropbehind_batch()` drains the
 //! batches of the CPU it runs on and finds a folio in another CPU's batch busy. The
 //! [`Evictor`] then drains every CPU's batches (`lru_add_drain_all()`) and tries once more; a
 //! reader making room for a reservation does not wait for that. Either way, a folio still

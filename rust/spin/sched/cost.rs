@@ -340,7 +340,8 @@ impl Model {
         })
     }
 
-    /// Fixed P2P cost `C_p2p` in picoseconds.
+    /// Fixed cost of a P2P leg in picoseconds: `C_p2p`, or `C_p2p / O` with a queue overlap
+    /// `O` (the rest of `C_p2p` is the [`Model::batch`] term).
     pub fn c(&self) -> Picos {
         self.c
     }
@@ -376,7 +377,7 @@ impl Model {
         }
     }
 
-    /// Longest P2P transfer, in pages, that costs exactly `C_p2p`: `floor(b / a)`.
+    /// Longest P2P transfer, in pages, that costs exactly [`Model::c`]: `floor(b / a)`.
     pub fn flat_pages(&self) -> u64 {
         self.b / self.a
     }
