@@ -561,9 +561,9 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
         overlap.factor(),
         params.overlap(),
         if overlap.factor() < QD_NOISE {
-            "below 1.2x: taken as none, legs one after another"
+            format!("below {QD_NOISE}x: taken as none, legs one after another")
         } else {
-            "the model charges each leg of a request part of C_p2p"
+            "the model charges each leg of a request part of C_p2p".into()
         }
     );
     let vals = [
