@@ -330,7 +330,14 @@ fn route(req: &mut Request<'_>, mm: &MmWithUser, first: (usize, Dest)) -> isize 
 /// Per-request context of a routed GPU piece.
 struct Ctx<'r, 'a> {
     req: &'r Request<'a>,
+    /// The disk's parameters; [`sched::Params::serial`] with synchronous legs, whose queue
+    /// overlaps nothing.
     params: sched::Params,
+    /// Whether P2P legs are synchronous: on a filesystem whose buffered reads exclude buffered
+    /// writers (XFS), they are (under its lock for the whole I/O) unless `atomic_reads` is off,
+    /// so that a page written during the read comes back whole, as without spin. Taken once
+    /// per request.
+    sync: bool,
     mode: Mode,
     info: FileInfo,
     account: Account,
@@ -444,13 +451,6 @@ impl Ctx<'_, '_> {
         let n = r?;
         self.done(pos, n, false);
         Ok((n, win.moved.then_some(win)))
-    }
-
-    /// Whether P2P legs are synchronous: on a filesystem whose buffered reads exclude buffered
-    /// writers (XFS), they are (under its lock for the whole I/O) unless `atomic_reads` is off,
-    /// so that a page written during the read comes back whole, as without spin.
-    fn sync_legs(&self) -> bool {
-        self.info.reads_exclude_writes && state::atomic_reads()
     }
 
     /// Reads a leg through the page cache (see [`Ctx::copy_ra`]).
@@ -602,9 +602,11 @@ fn route_gpu(
         }
     }
     account.request(reason);
+    let sync = info.reads_exclude_writes && state::atomic_reads();
     let mut ctx = Ctx {
         req,
-        params,
+        params: if sync { params.serial() } else { params },
+        sync,
         mode,
         info,
         account,
@@ -655,7 +657,7 @@ fn chunk_len(pos: i64, len: usize, at: i64) -> usize {
 /// ([`route_pipelined`]). A chunk that fails after earlier ones were read ends the piece with
 /// what they read, as the page cache's own read does.
 fn route_chunks(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<usize> {
-    if chunk_len(pos, len, pos) < len && !ctx.sync_legs() && state::pipeline() {
+    if chunk_len(pos, len, pos) < len && !ctx.sync && state::pipeline() {
         return route_pipelined(ctx, pos, addr, len);
     }
     let mut done = 0;
@@ -714,7 +716,7 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
     if p2p_legs == 0 {
         return execute(ctx, pos, addr, legs, &mut outcome, None);
     }
-    let sync = ctx.sync_legs();
+    let sync = ctx.sync;
     let req = ctx.req;
     let run = |batch: &mut glue::AioBatch<'_, '_>| {
         execute(ctx, pos, addr, legs, &mut outcome, Some(batch))
@@ -906,13 +908,7 @@ fn plan_chunk(
             if cached == 0 {
                 Some(Path::P2p)
             } else {
-                // Synchronous legs run one after another: the queue overlaps nothing.
-                let params = if ctx.sync_legs() {
-                    ctx.params.serial()
-                } else {
-                    ctx.params
-                };
-                schedule(&params, pages, bits, &mut segs)?;
+                schedule(&ctx.params, pages, bits, &mut segs)?;
                 None
             }
         }

@@ -492,7 +492,8 @@ pub fn overlap_queue_depth() -> Result<(), CaseError> {
     check!(queued.overlap() == 800 && queued.serial() == serial);
     let (s, q) = (serial.model(), queued.model());
     check!(s.batch() == 0 && q.c() == 10_000_000 && q.batch() == 70_000_000);
-    check!(q.b() <= q.c() && q.serial() == s);
+    check!(q.b() <= q.c() && q.c() + q.batch() == s.c() && q.a() == s.a());
+    check!(queued.serial().model() == s);
     // Eight legs of one page: C_p2p + 7 * C_p2p / 8; one leg costs C_p2p as before.
     let one = Segment {
         start: 0,

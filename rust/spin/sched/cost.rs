@@ -93,6 +93,9 @@ pub struct Params {
     bw_p2p: u64,
     bw_pc: u64,
     overlap: u32,
+    /// The model of legs one after another, each paying all of `C_p2p`.
+    serial: Model,
+    /// The model with [`Params::overlap`]: `serial` itself without overlap.
     model: Model,
 }
 
@@ -139,6 +142,7 @@ impl Params {
             bw_p2p,
             bw_pc,
             overlap: NO_OVERLAP,
+            serial: model,
             model,
         })
     }
@@ -149,10 +153,9 @@ impl Params {
         if !(NO_OVERLAP..=MAX_OVERLAP).contains(&overlap) {
             return Err(ParamError::Overlap);
         }
-        let serial = self.model.serial();
         Ok(Self {
             overlap,
-            model: serial.queued(overlap)?,
+            model: self.serial.queued(overlap)?,
             ..self
         })
     }
@@ -162,7 +165,7 @@ impl Params {
     pub fn serial(self) -> Self {
         Self {
             overlap: NO_OVERLAP,
-            model: self.model.serial(),
+            model: self.serial,
             ..self
         }
     }
@@ -254,7 +257,6 @@ fn derive_model(
         b,
         pc,
         batch: 0,
-        b_serial: b,
     })
 }
 
@@ -271,8 +273,6 @@ pub struct Model {
     pc: Picos,
     /// Batch term: the part of the first leg's fixed cost that the queue does not hide.
     batch: Picos,
-    /// The hinge offset of the serial model (`b` before [`Model::queued`] lowered it).
-    b_serial: Picos,
 }
 
 impl Model {
@@ -291,7 +291,6 @@ impl Model {
             b,
             pc,
             batch: 0,
-            b_serial: b,
         })
     }
 
@@ -311,22 +310,10 @@ impl Model {
         })
     }
 
-    /// The serial model of the same device: legs one after another, each paying all of
-    /// `C_p2p`.
-    pub fn serial(&self) -> Self {
-        Self {
-            c: self.c.saturating_add(self.batch),
-            b: self.b_serial,
-            batch: 0,
-            ..*self
-        }
-    }
-
     /// The model of legs in flight together, overlapping by `overlap` percent (at least
-    /// [`NO_OVERLAP`]), derived from this model's serial form.
+    /// [`NO_OVERLAP`]), derived from this serial model (one without a batch term).
     fn queued(&self, overlap: u32) -> Result<Self, ParamError> {
-        let serial = self.serial();
-        let total = serial.c;
+        let total = self.c;
         let c = total
             .checked_mul(u64::from(NO_OVERLAP))
             .ok_or(ParamError::Overhead)?
@@ -334,9 +321,9 @@ impl Model {
             .max(1);
         Ok(Self {
             c,
-            b: serial.b.min(c),
+            b: self.b.min(c),
             batch: total - c,
-            ..serial
+            ..*self
         })
     }
 
@@ -410,7 +397,6 @@ impl Model {
             b: self.b.checked_mul(q)?,
             pc: w,
             batch: self.batch.checked_mul(q)?,
-            b_serial: self.b_serial.checked_mul(q)?,
         })
     }
 }

@@ -153,7 +153,7 @@ fn bitmap(max: usize) -> impl Strategy<Value = Vec<bool>> {
         prop::collection::vec((any::<bool>(), 1usize..40), 1..12).prop_map(move |rs| {
             let mut v = Vec::new();
             for (c, l) in rs {
-                v.extend(std::iter::repeat(c).take(l));
+                v.extend(std::iter::repeat_n(c, l));
             }
             v.truncate(max);
             v

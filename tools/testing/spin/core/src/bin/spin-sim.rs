@@ -348,7 +348,7 @@ fn main() {
          seed {:#x}.\n",
         a.requests,
         a.pages,
-        u64::from(a.pages) * 4096 >> 20,
+        (u64::from(a.pages) * 4096) >> 20,
         a.seed
     );
     for (si, (name, params)) in sets.iter().enumerate() {
