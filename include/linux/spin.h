@@ -102,9 +102,14 @@ enum spin_route_verdict {
 	SPIN_ROUTE_CACHED,
 };
 
+/* The router's entries (Rust), for requests spin_routable() let through. */
+ssize_t spin_router_read_iter(struct kiocb *iocb, struct iov_iter *iter,
+			      enum spin_route_verdict verdict);
+ssize_t spin_router_write_iter(struct kiocb *iocb, struct iov_iter *iter,
+			       enum spin_route_verdict verdict);
+
 ssize_t spin_read_cached(struct kiocb *iocb, struct iov_iter *iter);
 
-int spin_routable(const struct kiocb *iocb, const struct iov_iter *iter);
 bool spin_iocb_append(const struct kiocb *iocb);
 void spin_mm_mark_p2pdma(struct mm_struct *mm);
 struct pci_dev *spin_vma_p2p_provider(struct vm_area_struct *vma,

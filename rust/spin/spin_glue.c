@@ -148,6 +148,10 @@ static bool spin_iter_maybe_gpu(const struct iov_iter *iter)
 		return false;
 	if (!IS_ENABLED(CONFIG_PER_VMA_LOCK))
 		return true;	/* VMAs are not freed by RCU: look under a lock */
+	/* read(2), pread(2), write(2), pwrite(2): one segment. */
+	if (iter_is_ubuf(iter))
+		return spin_addr_maybe_gpu(mm, (unsigned long)iter->ubuf +
+					   iter->iov_offset);
 	for (idx = 0; spin_iter_segment(iter, idx, before, &addr, &len);
 	     idx++, before += len)
 		if (len && spin_addr_maybe_gpu(mm, addr))
@@ -173,7 +177,8 @@ static bool spin_iter_maybe_gpu(const struct iov_iter *iter)
  * Return: %SPIN_ROUTE_NO, %SPIN_ROUTE_YES, %SPIN_ROUTE_CACHED or
  * %SPIN_ROUTE_LATER.
  */
-int spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
+static enum spin_route_verdict spin_routable(const struct kiocb *iocb,
+					     const struct iov_iter *iter)
 {
 	bool write = iov_iter_rw(iter) == WRITE;
 
@@ -188,6 +193,46 @@ int spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 	if (iocb->ki_flags & IOCB_WAITQ)
 		return SPIN_ROUTE_LATER;
 	return SPIN_ROUTE_YES;
+}
+
+/**
+ * spin_route_read_iter - a read of a process that mapped p2pdma memory
+ * @iocb: the read's control block
+ * @iter: its destination
+ *
+ * Called by spin_read_iter(). A read into host memory only (most reads of
+ * such a process) is passed on here, in C, at the cost of spin_routable();
+ * every other goes to the router, spin_router_read_iter() (Rust), with
+ * spin_routable()'s verdict.
+ *
+ * Return: as ->read_iter().
+ */
+ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter)
+{
+	enum spin_route_verdict verdict = spin_routable(iocb, iter);
+
+	if (verdict == SPIN_ROUTE_NO)
+		return iocb->ki_filp->f_op->read_iter(iocb, iter);
+	return spin_router_read_iter(iocb, iter, verdict);
+}
+
+/**
+ * spin_route_write_iter - a write of a process that mapped p2pdma memory
+ * @iocb: the write's control block
+ * @iter: its source
+ *
+ * Called by spin_write_iter(), inside file_start_write(); as
+ * spin_route_read_iter(), for writes (spin_router_write_iter()).
+ *
+ * Return: as ->write_iter().
+ */
+ssize_t spin_route_write_iter(struct kiocb *iocb, struct iov_iter *iter)
+{
+	enum spin_route_verdict verdict = spin_routable(iocb, iter);
+
+	if (verdict == SPIN_ROUTE_NO)
+		return iocb->ki_filp->f_op->write_iter(iocb, iter);
+	return spin_router_write_iter(iocb, iter, verdict);
 }
 
 /**

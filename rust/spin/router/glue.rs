@@ -109,6 +109,18 @@ pub(crate) enum Routable {
     Cached,
 }
 
+impl Routable {
+    /// The verdict `spin_routable()` returned.
+    pub(crate) fn from_raw(verdict: bindings::spin_route_verdict) -> Self {
+        match verdict {
+            bindings::spin_route_verdict_SPIN_ROUTE_YES => Routable::Yes,
+            bindings::spin_route_verdict_SPIN_ROUTE_LATER => Routable::Later,
+            bindings::spin_route_verdict_SPIN_ROUTE_CACHED => Routable::Cached,
+            _ => Routable::No,
+        }
+    }
+}
+
 /// What the router needs to know about a file (see `spin_file_check()`).
 pub(crate) struct FileInfo {
     /// Device number of the file's whole disk, 0 if none.
@@ -268,7 +280,7 @@ pub(crate) fn p2p_providers() -> Result<KVec<ARef<pci::Device>>> {
 }
 
 /// A read or write being routed: the `kiocb` and user memory the VFS passed to
-/// `spin_route_read_iter()` or `spin_route_write_iter()`.
+/// `spin_router_read_iter()` or `spin_router_write_iter()`.
 ///
 /// # Invariants
 ///
@@ -285,8 +297,8 @@ pub(crate) struct Request<'a> {
 use core::marker::PhantomData;
 
 impl Request<'_> {
-    /// Wraps the arguments of `spin_route_read_iter()` or, with `write`,
-    /// `spin_route_write_iter()`.
+    /// Wraps the arguments of `spin_router_read_iter()` or, with `write`,
+    /// `spin_router_write_iter()`.
     ///
     /// # Safety
     ///
@@ -388,18 +400,6 @@ impl Request<'_> {
         // SAFETY: `iocb` and `iter` are the caller's valid arguments of a `->read_iter()` call
         // (type invariants).
         unsafe { bindings::spin_read_cached(self.iocb.as_ptr(), self.iter.as_ptr()) }
-    }
-
-    /// Whether the request could be split at all (buffered, regular file, user memory), and
-    /// whether it may block (see `spin_routable()`).
-    pub(crate) fn routable(&self) -> Routable {
-        // SAFETY: Both pointers are valid (type invariants).
-        match unsafe { bindings::spin_routable(self.iocb.as_ptr(), self.iter.as_ptr()) } as u32 {
-            bindings::spin_route_verdict_SPIN_ROUTE_YES => Routable::Yes,
-            bindings::spin_route_verdict_SPIN_ROUTE_LATER => Routable::Later,
-            bindings::spin_route_verdict_SPIN_ROUTE_CACHED => Routable::Cached,
-            _ => Routable::No,
-        }
     }
 
     /// The non-empty user segments of the destination, from its current position:

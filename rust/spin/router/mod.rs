@@ -3,16 +3,17 @@
 //! The router: buffered reads into GPU memory, split per request between page-cache copies and
 //! P2P DMA (SPIN, USENIX ATC'17, §4.2–4.3).
 //!
-//! `spin_read_iter()` (include/linux/spin.h), called by the VFS read entry points, hands every
-//! read to [`spin_route_read_iter`] while a spin GPU buffer exists. The router walks the
-//! destination's user segments; a part that lies in GPU memory (a user mapping of a spin dma-buf,
-//! or any other user mapping of p2pdma pages, such as upstream's `p2pmem/allocate`) is routed,
-//! everything else is read as usual. A routed part is clipped to the file size, planned in
-//! chunks of at most [`CHUNK`] bytes ([`crate::sched::plan`]: unaligned head and tail through
-//! the page cache, the pages in between scheduled on their residency by
-//! [`crate::sched::overlap`]) and executed, each leg a fresh `->read_iter()` call: without
-//! `IOCB_DIRECT` for page-cache legs, with it for P2P legs, whose bios then carry the GPU pages
-//! (`FOLL_PCI_P2PDMA` pinning in the block layer). The P2P legs are started asynchronously
+//! `spin_read_iter()` (include/linux/spin.h), called by the VFS read entry points, hands every read
+//! of a process that mapped p2pdma memory to `spin_route_read_iter()` (C), which passes on those
+//! whose user memory is all host memory (`spin_routable()`) and hands the others to
+//! [`spin_router_read_iter`]. The router walks the destination's user segments; a part that lies in
+//! GPU memory (a user mapping of a spin dma-buf, or any other user mapping of p2pdma pages, such as
+//! upstream's `p2pmem/allocate`) is routed, everything else is read as usual. A routed part is
+//! clipped to the file size, planned in chunks of at most [`CHUNK`] bytes ([`crate::sched::plan`]:
+//! unaligned head and tail through the page cache, the pages in between scheduled on their
+//! residency by [`crate::sched::overlap`]) and executed, each leg a fresh `->read_iter()` call:
+//! without `IOCB_DIRECT` for page-cache legs, with it for P2P legs, whose bios then carry the GPU
+//! pages (`FOLL_PCI_P2PDMA` pinning in the block layer). The P2P legs are started asynchronously
 //! first and stay in flight while the CPU copies the page-cache legs.
 //!
 //! Correctness does not depend on the residency snapshot: a page-cache leg over pages evicted
@@ -195,46 +196,48 @@ fn any_gpu(req: &Request<'_>, mm: &MmWithUser) -> Option<(usize, Dest)> {
     }
 }
 
-/// The VFS entry of the router; see the module documentation.
+/// The VFS entry of the router, for the reads `spin_route_read_iter()` (C) let through with
+/// `verdict`, what `spin_routable()` said of them; see the module documentation.
 ///
 /// # Safety
 ///
 /// `iocb` and `iter` must be the arguments of a `->read_iter()` call the VFS is making:
 /// valid, with `iocb->ki_filp` open for reading and having `->read_iter`.
 #[no_mangle]
-unsafe extern "C" fn spin_route_read_iter(
+unsafe extern "C" fn spin_router_read_iter(
     iocb: *mut bindings::kiocb,
     iter: *mut bindings::iov_iter,
+    verdict: bindings::spin_route_verdict,
 ) -> isize {
     // SAFETY: The function safety requirements.
     let Some(mut req) = (unsafe { Request::from_raw(iocb, iter, false) }) else {
         return EINVAL.to_errno() as isize;
     };
-    enter(&mut req)
+    enter(&mut req, Routable::from_raw(verdict))
 }
 
-/// The VFS entry of the writer (see [`writer`]): like [`spin_route_read_iter`], for writes from
-/// GPU memory.
+/// The VFS entry of the writer (see [`writer`]): like [`spin_router_read_iter`], for writes
+/// from GPU memory.
 ///
 /// # Safety
 ///
 /// `iocb` and `iter` must be the arguments of a `->write_iter()` call the VFS is making inside
 /// `file_start_write()`: valid, with `iocb->ki_filp` open for writing and having `->write_iter`.
 #[no_mangle]
-unsafe extern "C" fn spin_route_write_iter(
+unsafe extern "C" fn spin_router_write_iter(
     iocb: *mut bindings::kiocb,
     iter: *mut bindings::iov_iter,
+    verdict: bindings::spin_route_verdict,
 ) -> isize {
     // SAFETY: The function safety requirements.
     let Some(mut req) = (unsafe { Request::from_raw(iocb, iter, true) }) else {
         return EINVAL.to_errno() as isize;
     };
-    enter(&mut req)
+    enter(&mut req, Routable::from_raw(verdict))
 }
 
 /// Routes a request that touches GPU memory; passes every other one on unchanged.
-fn enter(req: &mut Request<'_>) -> isize {
-    let routable = req.routable();
+fn enter(req: &mut Request<'_>, routable: Routable) -> isize {
     if routable == Routable::No {
         return req.passthrough();
     }

@@ -6,9 +6,10 @@
 //! CPU reads from a GPU BAR run at tens of MB/s, two to three orders of magnitude slower than
 //! CPU writes, so a buffered write whose source is GPU memory is slowest when the CPU copies it
 //! into the page cache. `spin_write_iter()` (include/linux/spin.h), called by the VFS write entry
-//! points inside `file_start_write()`, hands every write to [`spin_route_write_iter`] while a
-//! spin GPU buffer exists; the router walks the source's user segments as it walks a read's
-//! destination, and a part that lies in a user mapping of a spin dma-buf comes here.
+//! points inside `file_start_write()`, hands every write that may come from GPU memory to
+//! [`super::spin_router_write_iter`] (through `spin_route_write_iter()`, C); the router walks
+//! the source's user segments as it walks a read's destination, and a part that lies in a user
+//! mapping of a spin dma-buf comes here.
 //!
 //! [`route`] clips the part to the file size limit (`RLIMIT_FSIZE`, `s_maxbytes`), finds its
 //! aligned body with [`crate::sched::plan::body`], and writes the legs in file order, each a
