@@ -73,31 +73,18 @@ struct spin_host_hint {
 static DEFINE_PER_CPU(struct spin_host_hint, spin_host_hint);
 
 /*
- * spin_addr_maybe_gpu - could @addr of @mm be GPU memory?
+ * spin_addr_lookup - spin_addr_maybe_gpu() when the per-CPU hint missed
  *
- * See spin_iter_maybe_gpu(). The VMA is found under RCU, as
- * lock_vma_under_rcu() finds it, without locking it; if the mm's
- * mm_lock_seq did not move meanwhile (the speculation uprobes uses), the
- * VMA's bounds and flags were read whole, and a host VMA is remembered per
- * CPU, so that the next read into it costs a few compares.
+ * Out of line, so that a hit (every read of a process into its host
+ * buffers, after the first) takes no stack frame for the maple state.
  */
-static bool spin_addr_maybe_gpu(struct mm_struct *mm, unsigned long addr)
+static noinline bool spin_addr_lookup(struct mm_struct *mm, unsigned long addr,
+				      bool spec, unsigned int seq)
 {
 	unsigned long start = 0, end = 0, flags = 0;
 	struct spin_host_hint *h;
 	struct vm_area_struct *vma;
-	unsigned int seq;
-	bool spec, hit;
 
-	spec = mmap_lock_speculate_try_begin(mm, &seq);
-	if (spec) {
-		h = get_cpu_ptr(&spin_host_hint);
-		hit = h->mm == mm && h->seq == seq && addr >= h->start &&
-		      addr < h->end;
-		put_cpu_ptr(&spin_host_hint);
-		if (hit)
-			return false;
-	}
 	rcu_read_lock();
 	{
 		MA_STATE(mas, &mm->mm_mt, addr, addr);
@@ -122,6 +109,53 @@ static bool spin_addr_maybe_gpu(struct mm_struct *mm, unsigned long addr)
 	return false;
 }
 
+/*
+ * spin_addr_maybe_gpu - could @addr of @mm be GPU memory?
+ *
+ * See spin_iter_maybe_gpu(). The VMA is found under RCU, as
+ * lock_vma_under_rcu() finds it, without locking it; if the mm's
+ * mm_lock_seq did not move meanwhile (the speculation uprobes uses), the
+ * VMA's bounds and flags were read whole, and a host VMA is remembered per
+ * CPU, so that the next read into it costs a few compares.
+ */
+static __always_inline bool spin_addr_maybe_gpu(struct mm_struct *mm,
+						unsigned long addr)
+{
+	struct spin_host_hint *h;
+	unsigned int seq;
+	bool spec, hit;
+
+	spec = mmap_lock_speculate_try_begin(mm, &seq);
+	if (spec) {
+		h = get_cpu_ptr(&spin_host_hint);
+		hit = h->mm == mm && h->seq == seq && addr >= h->start &&
+		      addr < h->end;
+		put_cpu_ptr(&spin_host_hint);
+		if (hit)
+			return false;
+	}
+	return spin_addr_lookup(mm, addr, spec, seq);
+}
+
+/*
+ * spin_iovec_maybe_gpu - spin_iter_maybe_gpu() for an ITER_IOVEC
+ *
+ * Out of line: readv(2) and writev(2) are rarer than read(2) and
+ * pread(2), whose single segment spin_iter_maybe_gpu() checks itself.
+ */
+static noinline bool spin_iovec_maybe_gpu(struct mm_struct *mm,
+					  const struct iov_iter *iter)
+{
+	unsigned long idx, addr;
+	size_t before = 0, len;
+
+	for (idx = 0; spin_iter_segment(iter, idx, before, &addr, &len);
+	     idx++, before += len)
+		if (len && spin_addr_maybe_gpu(mm, addr))
+			return true;
+	return false;
+}
+
 /**
  * spin_iter_maybe_gpu - could a request's user memory start in GPU memory?
  * @iter: a user-backed destination or source
@@ -138,11 +172,9 @@ static bool spin_addr_maybe_gpu(struct mm_struct *mm, unsigned long addr)
  *
  * Return: %false if every segment starts in host memory or in no mapping.
  */
-static bool spin_iter_maybe_gpu(const struct iov_iter *iter)
+static __always_inline bool spin_iter_maybe_gpu(const struct iov_iter *iter)
 {
 	struct mm_struct *mm = current->mm;
-	unsigned long idx, addr;
-	size_t before = 0, len;
 
 	if (!mm)
 		return false;
@@ -152,11 +184,7 @@ static bool spin_iter_maybe_gpu(const struct iov_iter *iter)
 	if (iter_is_ubuf(iter))
 		return spin_addr_maybe_gpu(mm, (unsigned long)iter->ubuf +
 					   iter->iov_offset);
-	for (idx = 0; spin_iter_segment(iter, idx, before, &addr, &len);
-	     idx++, before += len)
-		if (len && spin_addr_maybe_gpu(mm, addr))
-			return true;
-	return false;
+	return spin_iovec_maybe_gpu(mm, iter);
 }
 
 /**
@@ -177,8 +205,8 @@ static bool spin_iter_maybe_gpu(const struct iov_iter *iter)
  * Return: %SPIN_ROUTE_NO, %SPIN_ROUTE_YES, %SPIN_ROUTE_CACHED or
  * %SPIN_ROUTE_LATER.
  */
-static enum spin_route_verdict spin_routable(const struct kiocb *iocb,
-					     const struct iov_iter *iter)
+static __always_inline enum spin_route_verdict
+spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 {
 	bool write = iov_iter_rw(iter) == WRITE;
 
