@@ -64,11 +64,19 @@ def qemu_args(a, out, shm, sock, qmp):
         cmdline.append(f"spintest.bench={a.bench}")
     if a.append:
         cmdline.append(a.append)
+    # --icount N: guest time counts instructions (2^N ns each) while a vCPU runs, and runs
+    # with the host's clock only while every vCPU sleeps (QEMU's default sleep=on): the
+    # guest's CPU work then takes the same guest time however busy the host is, while the
+    # throttled drives (QEMU_CLOCK_REALTIME) keep their real latency. icount needs
+    # single-threaded TCG: the two vCPUs take turns on one host thread.
+    accel = ["-accel", "tcg"]
+    if a.icount is not None:
+        accel = ["-accel", "tcg,thread=single", "-icount", f"shift={a.icount},align=off"]
     # la57=off: with 5-level paging, TCG boots of the debug kernel often (4 of 7) hit a KASAN
     # wild-memory-access in rcu_is_watching() inside identify_boot_cpu(), at an address in the
     # 5-level direct map; its taint turns lockdep off for the whole run. 0 of 7 with 4 levels.
     args = [
-        "qemu-system-x86_64", "-accel", "tcg", "-machine", "q35", "-cpu", "max,la57=off",
+        "qemu-system-x86_64", *accel, "-machine", "q35", "-cpu", "max,la57=off",
         "-smp", "2", "-m", f"{a.mem_mib}M", "-display", "none", "-monitor", "none",
         "-no-reboot", "-nodefaults", "-qmp", f"unix:{qmp},server=on,wait=off",
         # Native PCIe hotplug, not ACPI's: with ACPI hotplug QEMU emits AML for every slot
@@ -280,6 +288,9 @@ def main():
                    help="QEMU throttling.bps-total on both NVMe drives (0: off)")
     p.add_argument("--iops", type=int, default=int(os.environ.get("SPIN_VM_IOPS", 0)),
                    help="QEMU throttling.iops-total on both NVMe drives (0: off)")
+    icount = os.environ.get("SPIN_VM_ICOUNT", "")
+    p.add_argument("--icount", type=int, default=int(icount) if icount else None,
+                   help="QEMU -icount shift: guest CPU time counted in instructions")
     p.add_argument("--gpu-mib", type=int, default=int(os.environ.get("SPIN_GPU_MIB", 256)))
     p.add_argument("--nvme-mib", type=int, default=1024)
     p.add_argument("--mem-mib", type=int, default=2048)
