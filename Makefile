@@ -89,6 +89,11 @@ bench-gpumem: tree
 # 0.3-0.5 ms. SPIN_VM_BPS / SPIN_VM_IOPS override (see README.md, Measurements). ROUTER_BENCH_ARGS adds router_bench.* options
 # (see router_bench.c). NOSPIN=1 also builds the same tree with CONFIG_SPIN=n in
 # build/obj-nospin (a second kernel build: cold ~30 min) and runs the CPU-only check on it.
+# The CPU-only check runs in boots of its own with guest time counted in instructions
+# (vm.py --icount CPU_ICOUNT, ~2.5 min each), where cached reads repeat within 0.1% however
+# busy the host is; CPU_ICOUNT= keeps it in the matrix boot, on the host's clock.
+# SPIN_VM_ICOUNT=N runs the matrix under instruction counting too (see README.md).
+CPU_ICOUNT  ?= 2
 ROUTER_BPS  ?= 180000000
 ROUTER_IOPS ?= 2000
 ROUTER_OUT  := $(BUILD)/bench-router
@@ -108,12 +113,15 @@ NOSPIN_KERNEL = mkdir -p $(NOSPIN_OBJ) && \
 	KOBJ=$(NOSPIN_OBJ) FRAGMENT=$(NOSPIN_OBJ)/nospin.config $(SCRIPTS)/build-kernel.sh
 
 bench-router: tree
-	@rm -rf $(ROUTER_OUT)/nospin
+	@rm -rf $(ROUTER_OUT)/nospin $(ROUTER_OUT)/cpu
 	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && \
 		$(if $(NOSPIN),$(NOSPIN_KERNEL) &&) \
-		{ $(ROUTER_VM) --out $(ROUTER_OUT) --append "$(ROUTER_ARGS)" || rc=$$?; \
-		$(if $(NOSPIN),$(ROUTER_VM) --out $(ROUTER_OUT)/nospin \
-			--kernel $(NOSPIN_OBJ)/arch/x86/boot/bzImage \
+		{ $(ROUTER_VM) --out $(ROUTER_OUT) \
+			--append "$(if $(CPU_ICOUNT),router_bench.cpu_rounds=0 )$(ROUTER_ARGS)" || rc=$$?; \
+		$(if $(CPU_ICOUNT),$(ROUTER_VM) --icount $(CPU_ICOUNT) --out $(ROUTER_OUT)/cpu \
+			--append "$(ROUTER_ARGS) router_bench.cpuonly=1" || rc=$$?;) \
+		$(if $(NOSPIN),$(ROUTER_VM) $(if $(CPU_ICOUNT),--icount $(CPU_ICOUNT)) \
+			--out $(ROUTER_OUT)/nospin --kernel $(NOSPIN_OBJ)/arch/x86/boot/bzImage \
 			--append "$(ROUTER_ARGS) router_bench.cpuonly=1" || rc=$$?;) \
 		exit $${rc:-0}; }' || rc=$$?; \
 	$(PY) $(REPO)/tools/testing/spin/bench/router_report.py $(ROUTER_OUT) || rc=$$?; \
@@ -125,7 +133,8 @@ bench-router: tree
 # (ABBA), running router_bench.cpuonly=1 with CPU_ROUNDS rounds; cpu_report.py reports the
 # median over pairs of boots of the ratios with their spread, and the median of every
 # adjacent off/on pair of rounds of the spin boots pooled, with a 95% confidence interval.
-# About 2 min per boot.
+# Guest time is counted in instructions (CPU_ICOUNT, as bench-router's CPU-only boots).
+# About 2.5 min per boot.
 CPU_OUT   := $(BUILD)/bench-cpu
 CPU_PAIRS ?= 4
 CPU_ROUNDS ?= 32
@@ -136,7 +145,8 @@ bench-cpu: tree
 			for k in $$order; do \
 				kern=$(KOBJ)/arch/x86/boot/bzImage; \
 				[ $$k = nospin ] && kern=$(NOSPIN_OBJ)/arch/x86/boot/bzImage; \
-				$(ROUTER_VM) --kernel $$kern --out $(CPU_OUT)/pair-$$i-$$k \
+				$(ROUTER_VM) $(if $(CPU_ICOUNT),--icount $(CPU_ICOUNT)) \
+					--kernel $$kern --out $(CPU_OUT)/pair-$$i-$$k \
 					--append "$(ROUTER_ARGS) router_bench.cpuonly=1 \
 					router_bench.cpu_rounds=$(CPU_ROUNDS)" || exit 1; \
 				rm -f $(CPU_OUT)/pair-$$i-$$k/*.img; \

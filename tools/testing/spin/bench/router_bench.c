@@ -37,8 +37,9 @@
  * Options on the kernel command line (vm.py --append): router_bench.file_mib
  * (64), .rounds (5), .max_rounds (9: a cell whose auto / best ratios spread
  * (median absolute deviation > 0.04) gets more rounds while the run is ahead
- * of .budget_s, 780 s), .cpu_rounds (16), .chunk_kib (1024), .tmax_ms (1000: a
- * timed run stops after this, at a chunk-pair boundary for sequential reads, so
+ * of .budget_s, 780 s), .cpu_rounds (16; 0: no CPU-only check, when a boot
+ * of its own under instruction counting makes it), .chunk_kib (1024),
+ * .tmax_ms (1000: a timed run stops after this, at a chunk-pair boundary for sequential reads, so
  * that a slow mode does not take minutes), .model=default, .cpuonly=1 (only step 1,
  * also on a kernel without spin), .bps and .iops (the QEMU throttling, to
  * drain its burst; the Makefile passes them), .max_size (bytes: only the
@@ -161,11 +162,12 @@ static void parse_opts(void)
 		die("router_bench.file_mib=%ld: want a multiple of 8 in 16..512", opt.file_mib);
 	if (opt.max_rounds < opt.rounds)
 		opt.max_rounds = opt.rounds;
-	if (opt.rounds < 1 || opt.max_rounds > MAX_ROUNDS || opt.cpu_rounds < 2 ||
+	if (opt.rounds < 1 || opt.max_rounds > MAX_ROUNDS ||
+	    opt.cpu_rounds < (opt.cpuonly ? 2 : 0) ||
 	    opt.cpu_rounds > 4 * MAX_ROUNDS || opt.cpu_rounds % 2 || opt.tmax_ms < 50)
-		die("router_bench.rounds=%ld (1..%d) / cpu_rounds=%ld (even, 2..%d) / tmax_ms=%ld "
-		    "(>= 50) out of range", opt.rounds, MAX_ROUNDS, opt.cpu_rounds,
-		    4 * MAX_ROUNDS, opt.tmax_ms);
+		die("router_bench.rounds=%ld (1..%d) / cpu_rounds=%ld (even, 2..%d; 0 skips the "
+		    "CPU-only check) / tmax_ms=%ld (>= 50) out of range", opt.rounds, MAX_ROUNDS,
+		    opt.cpu_rounds, 4 * MAX_ROUNDS, opt.tmax_ms);
 	if (opt.chunk_kib < 4 || (opt.chunk_kib & (opt.chunk_kib - 1)) || opt.chunk_kib > 4096)
 		die("router_bench.chunk_kib=%ld: want a power of two in 4..4096", opt.chunk_kib);
 	file_len = opt.file_mib * MiB;
@@ -1031,7 +1033,10 @@ int main(void)
 	}
 
 	/* 1. */
-	cpu_check(heap >= 0);
+	if (opt.cpu_rounds)
+		cpu_check(heap >= 0);
+	else
+		printf("# the CPU-only check is skipped (router_bench.cpu_rounds=0)\n");
 	if (opt.cpuonly) {
 		printf("ok %d - router_bench: CPU-only check (%s)\n", ++bench_tapn,
 		       heap >= 0 ? "spin kernel" : "kernel without spin");

@@ -4,9 +4,10 @@
 
 Usage: router_report.py [DIR]   (default build/bench-router)
 
-Reads DIR/results.log (the "rb-*" lines of tools/testing/spin/bench/router_bench.c) and, if
-present, DIR/nospin/results.log (the CPU-only check on the same tree built with CONFIG_SPIN=n,
-`make bench-router NOSPIN=1`). Writes DIR/summary.md (also printed) and DIR/router.png.
+Reads DIR/results.log (the "rb-*" lines of tools/testing/spin/bench/router_bench.c), and if
+present DIR/cpu/results.log (the CPU-only check in a boot of its own, under instruction
+counting: `make bench-router`'s CPU_ICOUNT) and DIR/nospin/results.log (the CPU-only check on
+the same tree built with CONFIG_SPIN=n, `make bench-router NOSPIN=1`). Writes DIR/summary.md (also printed) and DIR/router.png.
 
 Goals of issue #5 are reported, never asserted:
   - auto >= 0.97 x the best fixed path (p2p or pagecache) on random reads and on sequential
@@ -106,6 +107,21 @@ def gmean(xs):
 
 def pct(x):
     return "-" if x != x else f"{100 * x:.0f}%"
+
+
+def icount_of(run):
+    """The -icount shift of the guest run in directory `run` (its qemu.cmd), or None."""
+    try:
+        with open(os.path.join(run, "qemu.cmd")) as f:
+            words = f.read().split()
+    except OSError:
+        return None
+    for i, word in enumerate(words[:-1]):
+        if word == "-icount":
+            for opt in words[i + 1].split(","):
+                if opt.startswith("shift="):
+                    return opt[len("shift="):]
+    return None
 
 
 def report(d, nospin):
@@ -224,6 +240,12 @@ def report(d, nospin):
     if d["cpu"]:
         ns = {r["test"]: r for r in nospin["cpu"]} if nospin else {}
         w("### CPU-only: buffered reads into host memory (MB/s, median)\n")
+        if d.get("cpu_icount"):
+            w(f"Measured in a boot of its own{' and CONFIG_SPIN=n in another' if ns else ''}, "
+              f"with guest time counted in instructions (QEMU `-icount shift="
+              f"{d['cpu_icount']}`: 2^{d['cpu_icount']} ns per instruction while a vCPU runs, "
+              "the host's clock while all sleep), so that the host's load does not move the "
+              "cached rows; the uncached rows wait for the throttled drive in real time.\n")
         cols = "| test | off (process without GPU mappings) | on (process with a GPU buffer mapped) | on / off |"
         sep = "| --- | --- | --- | --- |"
         if ns:
@@ -235,20 +257,27 @@ def report(d, nospin):
             ratio = r.get("ratio")
             spread = (f" ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})"
                       if "ratio_min" in r else "")
-            line = (f"| {r['test']} | {r['off']:.1f} ({r['off_min']:.0f}-{r['off_max']:.0f}) | "
-                    + (f"{on:.1f} ({r['on_min']:.0f}-{r['on_max']:.0f}) | "
+            line = (f"| {r['test']} | {r['off']:.1f} ({r['off_min']:.1f}-{r['off_max']:.1f}) | "
+                    + (f"{on:.1f} ({r['on_min']:.1f}-{r['on_max']:.1f}) | "
                        f"{ratio:.3f}{spread} {'met' if ratio >= GOAL_CPU else '**missed**'} |"
                        if on is not None else "- | - |"))
             n = ns.get(r["test"])
             if ns:
-                line += (f" {n['off']:.1f} | {r['off'] / n['off']:.3f} | "
-                         + (f"{on / n['off']:.3f} |" if on is not None else "- |")
+                # Bracketed: the extremes of the rounds of one boot over those of the other.
+                def vs(med, lo, hi):
+                    return (f"{med / n['off']:.3f} ({lo / n['off_max']:.3f}-"
+                            f"{hi / n['off_min']:.3f})")
+                line += (f" {n['off']:.1f} ({n['off_min']:.1f}-{n['off_max']:.1f}) | "
+                         f"{vs(r['off'], r['off_min'], r['off_max'])} | "
+                         + (f"{vs(on, r['on_min'], r['on_max'])} |" if on is not None
+                            else "- |")
                          if n else " - | - | - |")
             w(line)
         w(f"\nKey on / off is the median of the ratios of adjacent rounds (min-max in "
           f"brackets). Goal: >= {GOAL_CPU}; also for this kernel / CONFIG_SPIN=n, measured in a "
-          "separate boot when `NOSPIN=1` (medians of the two boots, so boot-to-boot drift "
-          "counts too).\n")
+          "separate boot when `NOSPIN=1`: the medians of the two boots, in brackets the "
+          "slowest round of one over the fastest of the other and the reverse, so that "
+          "boot-to-boot drift counts too.\n")
     w("Emulator figures (QEMU TCG, the GPU BAR is host RAM, disks throttled): only ratios "
       "within one run mean anything.")
     return "\n".join(out) + "\n"
@@ -331,6 +360,10 @@ def plot(d, nospin, ra, path):
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "build/bench-router"
     d = parse(os.path.join(out, "results.log"))
+    cpu_path = os.path.join(out, "cpu", "results.log")
+    if os.path.exists(cpu_path):
+        d["cpu"] = parse(cpu_path)["cpu"]
+        d["cpu_icount"] = icount_of(os.path.join(out, "cpu"))
     ns_path = os.path.join(out, "nospin", "results.log")
     nospin = parse(ns_path) if os.path.exists(ns_path) else None
     text = report(d, nospin)
