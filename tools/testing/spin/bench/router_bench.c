@@ -39,9 +39,9 @@
  * (median absolute deviation > 0.04) gets more rounds while the run is ahead
  * of .budget_s, 780 s), .cpu_rounds (16; 0: no CPU-only check, when a boot
  * of its own under instruction counting makes it), .chunk_kib (1024),
- * .tmax_ms (1000: a timed run stops after this, at a chunk-pair boundary for sequential reads, so
- * that a slow mode does not take minutes), .model=default, .cpuonly=1 (only step 1,
- * also on a kernel without spin), .bps and .iops (the QEMU throttling, to
+ * .tmax_ms (1000: a timed run stops after this, at a chunk-pair boundary for
+ * sequential reads, so that a slow mode does not take minutes), .model=default,
+ * .cpuonly=1 (only step 1, also on a kernel without spin), .bps and .iops (the QEMU throttling, to
  * drain its burst; the Makefile passes them), .max_size (bytes: only the
  * cells of requests up to this size, for a quick look), .ra_limit (pages: writes
  * /sys/kernel/spin/ra_partition_pages first, e.g. a partition larger than the file, so

@@ -244,8 +244,9 @@ def report(d, nospin):
             w(f"Measured in a boot of its own{' and CONFIG_SPIN=n in another' if ns else ''}, "
               f"with guest time counted in instructions (QEMU `-icount shift="
               f"{d['cpu_icount']}`: 2^{d['cpu_icount']} ns per instruction while a vCPU runs, "
-              "the host's clock while all sleep), so that the host's load does not move the "
-              "cached rows; the uncached rows wait for the throttled drive in real time.\n")
+              "waits advanced from the host's clock), so that the host's load does not move "
+              "the cached rows; the uncached rows wait for the throttled drive and keep its "
+              "noise.\n")
         cols = "| test | off (process without GPU mappings) | on (process with a GPU buffer mapped) | on / off |"
         sep = "| --- | --- | --- | --- |"
         if ns:

@@ -64,10 +64,11 @@ def qemu_args(a, out, shm, sock, qmp):
         cmdline.append(f"spintest.bench={a.bench}")
     if a.append:
         cmdline.append(a.append)
-    # --icount N: guest time counts instructions (2^N ns each) while a vCPU runs, and runs
-    # with the host's clock only while every vCPU sleeps (QEMU's default sleep=on): the
-    # guest's CPU work then takes the same guest time however busy the host is, while the
-    # throttled drives (QEMU_CLOCK_REALTIME) keep their real latency. icount needs
+    # --icount N: guest time counts instructions (2^N ns each) while a vCPU runs, so the
+    # guest's CPU work takes the same guest time however busy the host is; while every vCPU
+    # sleeps (waiting for a drive, whose throttle runs on QEMU_CLOCK_REALTIME) it is advanced
+    # from the host's clock (QEMU's default sleep=on), but not one for one: the throttled
+    # drive measured faster in guest time (README.md, Measurements). icount needs
     # single-threaded TCG: the two vCPUs take turns on one host thread.
     accel = ["-accel", "tcg"]
     if a.icount is not None:
