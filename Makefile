@@ -100,7 +100,7 @@ ROUTER_OUT  := $(BUILD)/bench-router
 NOSPIN_OBJ  := $(BUILD)/obj-nospin
 ROUTER_VM    = $(PY) $(SCRIPTS)/vm.py --mode bench --bench router_bench \
 	--bps $${SPIN_VM_BPS:-$(ROUTER_BPS)} --iops $${SPIN_VM_IOPS:-$(ROUTER_IOPS)} \
-	--timeout $${SPIN_VM_TIMEOUT:-1800}
+	--timeout $${SPIN_VM_TIMEOUT:-2400}
 ROUTER_ARGS  = router_bench.bps=$${SPIN_VM_BPS:-$(ROUTER_BPS)} \
 	router_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(ROUTER_BENCH_ARGS)
 # The fragment minus spin (from HEAD under SPIN_APPLY=committed, like build-kernel.sh).

@@ -31,13 +31,14 @@
  *    measurement is checked against the file's pattern.
  *
  * Output (stdout is the results channel in bench mode): "rb-*" key=value lines
- * for tools/testing/spin/bench/router_report.py, "# ..." progress lines, a
+ * for tools/testing/spin/bench/router_report.py (one "rb-run" per timed run,
+ * with the speedometer's reading, see below), "# ..." progress lines, a
  * Markdown table, and numbered TAP lines ("not ok N" fails the run).
  *
  * Options on the kernel command line (vm.py --append): router_bench.file_mib
- * (64), .rounds (5), .max_rounds (9: a cell whose auto / best ratios spread
+ * (64), .rounds (5), .max_rounds (12: a cell whose auto / best ratios spread
  * (median absolute deviation > 0.04) gets more rounds while the run is ahead
- * of .budget_s, 780 s), .cpu_rounds (16; 0: no CPU-only check, when a boot
+ * of .budget_s, 1200 s), .cpu_rounds (16; 0: no CPU-only check, when a boot
  * of its own under instruction counting makes it), .chunk_kib (1024),
  * .tmax_ms (1000: a timed run stops after this, at a chunk-pair boundary for
  * sequential reads, so that a slow mode does not take minutes), .model=default,
@@ -96,7 +97,7 @@ static struct {
 	long file_mib, rounds, max_rounds, budget_s, chunk_kib, cpu_rounds, tmax_ms;
 	long long bps, iops, max_size;
 	int cpuonly, model_default, model_tool, model_both, norouter;
-} opt = { 64, 5, 9, 780, 1024, 16, 1000, 0, 0, 0, 0, 0, 0, 0, 0 };
+} opt = { 64, 5, 12, 1200, 1024, 16, 1000, 0, 0, 0, 0, 0, 0, 0, 0 };
 
 static long long ra_limit = -1;	/* router_bench.ra_limit; -1: the partition as it is */
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
@@ -714,6 +715,78 @@ static void calibrate(void)
 	}
 }
 
+/*
+ * --- the speedometer ---
+ *
+ * This host's speed moves between two levels every 0.5 to 5 s (a shared
+ * machine; no steal time shows), and a CPU-bound cell's rounds move with it,
+ * by up to 3x for 512 B reads. So every timed run also samples the speed of
+ * the kernel work it does: every REF_EVERY_S, and once before and after the
+ * run, it times ref_sample(), cached 4 KiB reads into host memory spread over
+ * HOST_LEN as the matrix's destinations are over DST_MOD (about REF_TARGET_S
+ * when the host is fast), on the CPU that reads. The samples inside the run
+ * count in its time, the same for every mode (~0.2%). Each run's rate and
+ * median sample go to the results ("rb-run" lines), so that a noisy cell can
+ * be told from a slow path: whether a round's modes ran at one speed.
+ *
+ * A diagnostic, not a correction: an adjustment of the ratios by it (a line
+ * of log(rate) against log(speed) per mode) was tried on the norouter
+ * self-test, whose three modes are one workload, and gave 0.81 (95% interval
+ * 0.72-0.96) for a 512 B cell: the samples track the host (correlation
+ * 0.5-0.98 with the rates) but not closely enough to correct a ratio.
+ */
+#define REF_EVERY_S 0.05
+#define REF_TARGET_S 0.0001
+#define REF_MAX 64
+#define REF_PATH MNT "/speedometer"
+#define REF_LEN (64 * KiB)
+
+static long ref_iters = 8;
+static int ref_fd = -1;
+
+/* Times ref_iters cached 4 KiB pread() calls into host memory. */
+static double ref_sample(void)
+{
+	static unsigned long at;
+	double t = bench_now();
+
+	for (long i = 0; i < ref_iters; i++) {
+		/* Destinations spread over HOST_LEN, as the matrix's over DST_MOD. */
+		at = (at + 37 * 4096 + 512) % (HOST_LEN - 4096);
+		if (pread(ref_fd, host + at, 4096, (i * 4096) % REF_LEN) != 4096)
+			die("pread %s: %s", REF_PATH, strerror(errno));
+	}
+	return bench_now() - t;
+}
+
+/* Writes the speedometer's file, sizes its sample to about REF_TARGET_S. */
+static void ref_calibrate(void)
+{
+	double best = 1e9;
+
+	memset(host, 0x5a, REF_LEN);
+	ref_fd = open(REF_PATH, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (ref_fd < 0 || pwrite(ref_fd, host, REF_LEN, 0) != REF_LEN)
+		die("writing %s: %s", REF_PATH, strerror(errno));
+	for (int i = 0; i < 20; i++) {
+		double t = ref_sample();
+
+		best = t < best ? t : best;
+	}
+	ref_iters = (long)(ref_iters * REF_TARGET_S / best);
+	if (ref_iters < 4)
+		ref_iters = 4;
+	printf("# speedometer: %ld cached 4 KiB reads per sample, %.1f us when sized\n",
+	       ref_iters, 1e6 * ref_sample());
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* --- 3. the matrix --- */
 
 struct cell {
@@ -722,6 +795,8 @@ struct cell {
 	off_t *offs, lo, hi;	/* what the reads touch */
 	double mixed;		/* share of requests with resident and non-resident pages */
 	double rate[NMODES][MAX_ROUNDS], calls[NMODES][MAX_ROUNDS], res_min, res_max;
+	/* The speedometer's median sample during each run (seconds). */
+	double ref_med[NMODES][MAX_ROUNDS];
 	struct counters cnt[NMODES];
 	int nr;			/* rounds done */
 };
@@ -820,10 +895,10 @@ static void check_data(const struct cell *c, int mode, int fd)
  */
 static void measure(struct cell *c, int mode, int round)
 {
-	double t0, t, r, tmax = opt.tmax_ms / 1e3;
+	double t0, t, r, tmax = opt.tmax_ms / 1e3, ref[REF_MAX], next_ref;
 	struct counters a, b;
 	size_t done = 0;
-	int fd;
+	int fd, nref = 0;
 
 	/* .model=both: auto decides with the bench's fit, tool with the tool's. */
 	if (opt.model_both && (mode == M_AUTO || mode == M_TOOL))
@@ -838,18 +913,30 @@ static void measure(struct cell *c, int mode, int round)
 	if (fd < 0)
 		die("open %s: %s", PATH, strerror(errno));
 	read_counters(&a);
+	ref[nref++] = ref_sample();
 	t0 = bench_now();
+	next_ref = t0 + REF_EVERY_S;
 	while (done < c->n) {
 		off_t off = c->offs[done++];
+		double now;
 
 		if (pread(fd, gpu + off % DST_MOD, c->size, off) != (ssize_t)c->size)
 			die("pread %zu B at %lld into GPU memory (%s mode): %s", c->size,
 			    (long long)off, mode_name[mode], strerror(errno));
+		now = bench_now();
+		if (now >= next_ref && nref < REF_MAX - 1) {
+			ref[nref++] = ref_sample();
+			now = bench_now();
+			next_ref = now + REF_EVERY_S;
+		}
 		if (done >= MIN_CALLS && (c->rnd || (off + c->size) % (2 * chunk) == 0) &&
-		    bench_now() - t0 >= tmax)
+		    now - t0 >= tmax)
 			break;
 	}
 	t = bench_now() - t0;
+	ref[nref++] = ref_sample();
+	qsort(ref, nref, sizeof(ref[0]), cmp_double);
+	c->ref_med[mode][round] = ref[nref / 2];
 	read_counters(&b);
 	sub_counters(&c->cnt[mode], &a, &b);
 	if (b.requests == a.requests && !opt.norouter)
@@ -859,6 +946,9 @@ static void measure(struct cell *c, int mode, int round)
 	close(fd);
 	c->rate[mode][round] = (double)done * c->size / t / 1e6;
 	c->calls[mode][round] = done;
+	printf("rb-run kind=%s size=%zu res=%d mode=%s round=%d rate=%.3f ref_us=%.2f refs=%d\n",
+	       c->rnd ? "rand" : "seq", c->size, c->res, mode_name[mode], round,
+	       c->rate[mode][round], 1e6 * c->ref_med[mode][round], nref);
 }
 
 static const char *kind(const struct cell *c)
@@ -1049,6 +1139,7 @@ int main(void)
 		    GPU_LEN / MiB, gpu_dir, strerror(errno));
 	gpu = gbuf.p;
 	calibrate();
+	ref_calibrate();
 
 	/* 3. */
 	for (int k = 0; k < NSEQ + NRND; k++) {

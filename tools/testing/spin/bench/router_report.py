@@ -49,7 +49,7 @@ def value(v):
 def parse(path):
     """{"header": {...}, "calib": {...}, "cells": [...], "cpu": [...], "tap": [...]}."""
     out = {"header": None, "calib": None, "cells": [], "cpu": [], "tap": [], "warnings": [],
-           "tool": None}
+           "tool": None, "runs": []}
     if not os.path.exists(path):
         return out
     for line in open(path, errors="replace"):
@@ -69,6 +69,8 @@ def parse(path):
                 out["cpu"].append(rec)
             elif kind == "tool":
                 out["tool"] = rec
+            elif kind == "run":
+                out["runs"].append(rec)
         elif line.startswith(("ok ", "not ok ")):
             out["tap"].append(line)
         elif line.startswith("# warning"):
