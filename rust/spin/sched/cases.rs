@@ -729,6 +729,12 @@ pub fn readahead_sequential_rule() -> Result<(), CaseError> {
     check!(!readahead::is_sequential(1 << 20, 4096, 4096));
     check!(!readahead::is_sequential(i64::MAX, u64::MAX, 4096));
     check!(readahead::is_sequential(i64::MAX, i64::MAX as u64, 4096));
+    // Pages of other sizes, powers of two (shifts) or not (divisions), agree.
+    check!(readahead::is_sequential(65535, 65536, 65536));
+    check!(!readahead::is_sequential(65535, 131072, 65536));
+    check!(readahead::is_sequential(2999, 3000, 3000));
+    check!(readahead::is_sequential(2999, 5999, 3000));
+    check!(!readahead::is_sequential(2999, 6000, 3000));
     Ok(())
 }
 
@@ -750,6 +756,13 @@ pub fn readahead_same_page() -> Result<(), CaseError> {
     check!(!readahead::same_page(512, 512, 0, 4096));
     check!(!readahead::same_page(512, u64::MAX, 2, 4096));
     check!(readahead::same_page(i64::MAX, i64::MAX as u64 - 1, 1, 4096));
+    // Pages of other sizes, powers of two (shifts) or not (divisions), agree.
+    check!(readahead::same_page(70000, 70000, 1000, 65536));
+    check!(!readahead::same_page(65536, 65536, 1000, 65536));
+    check!(readahead::same_page(100, 200, 100, 3000));
+    check!(!readahead::same_page(3000, 3100, 10, 3000));
+    check!(!readahead::same_page(100, 2900, 101, 3000));
+    check!(readahead::same_page(6001, 8999, 1, 3000));
     Ok(())
 }
 

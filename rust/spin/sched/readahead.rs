@@ -54,8 +54,20 @@ pub fn is_sequential(prev_pos: i64, pos: u64, page_size: u32) -> bool {
         return false;
     };
     let page_size = u64::from(page_size.max(1));
-    let (index, prev_index) = (pos / page_size, prev / page_size);
+    let (index, prev_index) = (page_of(pos, page_size), page_of(prev, page_size));
     index == prev_index || index == prev_index.saturating_add(1)
+}
+
+/// The page of byte offset `off` for pages of `page` bytes (not zero): a shift for the page
+/// sizes the kernel has, powers of two, instead of a 64-bit division, which costs tens of
+/// cycles and runs several times for every small read into GPU memory.
+#[inline]
+fn page_of(off: u64, page: u64) -> u64 {
+    if page.is_power_of_two() {
+        off >> page.trailing_zeros()
+    } else {
+        off / page
+    }
 }
 
 /// Whether a read into GPU memory of `len` bytes at `pos` should go through the page cache with
@@ -81,11 +93,11 @@ pub fn same_page(prev_pos: i64, pos: u64, len: u64, page_size: u32) -> bool {
     let Some(last) = pos.checked_add(len).and_then(|end| end.checked_sub(1)) else {
         return false;
     };
-    if len == 0 || prev % page == 0 {
+    let index = page_of(prev, page);
+    if len == 0 || index.wrapping_mul(page) == prev {
         return false;
     }
-    let index = prev / page;
-    pos / page == index && last / page == index
+    page_of(pos, page) == index && page_of(last, page) == index
 }
 
 /// Read-ahead windows a bridged window spans at most: a stream through cached pages reads
@@ -133,13 +145,7 @@ pub fn bridge(
     }
     // Shifts, not divisions: this runs for every such read.
     let page = u64::from(page_size.max(1));
-    let to_page = |off: u64| {
-        if page.is_power_of_two() {
-            off >> page.trailing_zeros()
-        } else {
-            off / page
-        }
-    };
+    let to_page = |off: u64| page_of(off, page);
     let ahead = u64::from(lead);
     // A power of two, at most a quarter of the lead.
     let stride_shift = (ahead / 4).max(1).ilog2();
