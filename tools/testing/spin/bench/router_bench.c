@@ -725,7 +725,7 @@ static void calibrate(void)
  * run, it times ref_sample(), cached 4 KiB reads into host memory spread over
  * HOST_LEN as the matrix's destinations are over DST_MOD (about REF_TARGET_S
  * when the host is fast), on the CPU that reads. The samples inside the run
- * count in its time, the same for every mode (~0.2%). Each run's rate and
+ * count in its time, the same for every mode (0.2-0.4%). Each run's rate and
  * median sample go to the results ("rb-run" lines), so that a noisy cell can
  * be told from a slow path: whether a round's modes ran at one speed.
  *
