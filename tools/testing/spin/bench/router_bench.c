@@ -780,13 +780,6 @@ static void ref_calibrate(void)
 	       ref_iters, 1e6 * ref_sample());
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* --- 3. the matrix --- */
 
 struct cell {
@@ -935,8 +928,7 @@ static void measure(struct cell *c, int mode, int round)
 	}
 	t = bench_now() - t0;
 	ref[nref++] = ref_sample();
-	qsort(ref, nref, sizeof(ref[0]), cmp_double);
-	c->ref_med[mode][round] = ref[nref / 2];
+	c->ref_med[mode][round] = median(ref, nref);
 	read_counters(&b);
 	sub_counters(&c->cnt[mode], &a, &b);
 	if (b.requests == a.requests && !opt.norouter)
