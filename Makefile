@@ -158,7 +158,7 @@ bench-cpu: tree
 ## bench-prof: where the CPU time of one read pattern goes, auto against pagecache mode
 # A sampling profile of the kernel (perf_event_open, cpu-clock) in one guest run of
 # prof_bench (see tools/testing/spin/bench/prof_bench.c); PROF_ARGS adds prof_bench.*
-# options (size, res, rnd, secs, rounds, top, ra_limit, trace, ra_kb, annotate). Same
+# options (size, res, rnd, secs, rounds, top, ra_limit, trace, ra_kb, annotate, sample). Same
 # throttled drives as bench-router.
 PROF_OUT := $(BUILD)/bench-prof
 bench-prof: tree

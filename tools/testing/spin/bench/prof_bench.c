@@ -27,7 +27,10 @@
  * a kernel function's name: the first function whose name contains it also
  * gets its samples by offset, the hottest offsets of either mode printed with
  * both modes' time per request, to be read against objdump -d of the object
- * that holds the function: which inlined code costs what). Also counts the
+ * that holds the function: which inlined code costs what), .sample (2: the
+ * reader and every CPU's other and idle tasks, the default; 1: the reader
+ * only; 0: nothing, rates only: under instruction counting the sampling of an
+ * idle vCPU takes turns with the reader's). Also counts the
  * folios the page cache takes in, by order (tracefs), and for sequential reads
  * each mode's wall time per request by its offset in a pair of 1 MiB chunks
  * (with .res=50 the first one cached), to show where in the chunks they differ.
@@ -82,6 +85,8 @@ static struct sym *syms;
 static int nsyms;
 static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30, ra_limit = -1, trace;
 static long ra_kb = -1;
+/* What is sampled: 2 the reader and every CPU's other tasks, 1 the reader, 0 nothing. */
+static long sample = 2;
 static const char *annotate;
 static int annot_sym = -1;
 static long long bps, iops;
@@ -176,6 +181,13 @@ struct prof {
 	int nring, others;
 	size_t data_len;
 	unsigned int *hits;
+	/*
+	 * With @others, the idle tasks' samples: under instruction counting the
+	 * vCPUs take turns on one host thread, so what an idle vCPU executes
+	 * (polling before it halts, the wake-ups) delays the reader's.
+	 */
+	unsigned int *idle_hits;
+	long idle_samples;
 	/* Samples in the annotated function by offset (ANNOT_MAX counters), or NULL. */
 	unsigned int *annot;
 	long samples;
@@ -218,7 +230,8 @@ static void prof_open(struct prof *p, int others)
 		r->data = (uint8_t *)r->meta + 4096;
 	}
 	p->hits = calloc(nsyms + 1, sizeof(*p->hits));
-	if (!p->hits)
+	p->idle_hits = others ? calloc(nsyms + 1, sizeof(*p->idle_hits)) : NULL;
+	if (!p->hits || (others && !p->idle_hits))
 		die("no memory");
 	if (annot_sym >= 0 && !others) {
 		p->annot = calloc(ANNOT_MAX, sizeof(*p->annot));
@@ -261,7 +274,12 @@ static void prof_drain(struct prof *p)
 			if (h.type == PERF_RECORD_SAMPLE) {
 				ring_copy(p, r, off + sizeof(h), &ip, sizeof(ip));
 				ring_copy(p, r, off + sizeof(h) + sizeof(ip), tid, sizeof(tid));
-				if (!p->others || (tid[0] != 0 && tid[0] != (uint32_t)self)) {
+				if (p->others && tid[0] == 0) {
+					int s = sym_of(ip);
+
+					p->idle_hits[s < 0 ? nsyms : s]++;
+					p->idle_samples++;
+				} else if (!p->others || tid[0] != (uint32_t)self) {
 					int s = sym_of(ip);
 
 					p->hits[s < 0 ? nsyms : s]++;
@@ -377,8 +395,8 @@ static double run(struct prof *p, struct prof *o, long *reqs)
 		if (fd < 0)
 			die("open %s: %s", PATH, strerror(errno));
 		orders_begin();
-		prof_enable(p, 1);
-		prof_enable(o, 1);
+		prof_enable(p, sample >= 1);
+		prof_enable(o, sample >= 2);
 		getrusage(RUSAGE_SELF, &u0);
 		t0 = bench_now();
 		for (long i = 0; i < slots; i++) {
@@ -565,6 +583,7 @@ int main(void)
 	ra_limit = bench_opt_ll("prof_bench", "ra_limit", ra_limit);
 	ra_kb = bench_opt_ll("prof_bench", "ra_kb", ra_kb);
 	trace = bench_opt_ll("prof_bench", "trace", trace);
+	sample = bench_opt_ll("prof_bench", "sample", sample);
 	annotate = bench_opt("prof_bench", "annotate");
 	bps = bench_opt_ll("prof_bench", "bps", 0);
 	iops = bench_opt_ll("prof_bench", "iops", 0);
@@ -637,7 +656,7 @@ int main(void)
 	print_partition();
 	rows = calloc(nsyms + 1, sizeof(*rows));
 	for (int m = 0; m < 2; m++) {
-		struct prof *p = &prof[m];
+		struct prof *p = &prof[m], idle;
 
 		printf("\n## %s: %.1f MB/s (median), %ld samples, %ld requests\n\n", modes[m],
 		       bench_median(rate[m], rounds), p->samples, reqs[m]);
@@ -645,6 +664,10 @@ int main(void)
 		printf("\nOther tasks' kernel time (not the idle tasks), %ld samples:\n\n",
 		       oth[m].samples);
 		print_top(&oth[m], rows, reqs[m]);
+		printf("\nThe idle tasks' kernel time (every CPU), %ld samples:\n\n",
+		       oth[m].idle_samples);
+		idle = (struct prof){ .hits = oth[m].idle_hits, .samples = oth[m].idle_samples };
+		print_top(&idle, rows, reqs[m]);
 		printf("\nWall time per request: %ld in chunks cached before the pass, %.1f us; "
 		       "%ld in the others, %.1f us\n", p->n_chunk[1],
 		       p->n_chunk[1] ? 1e6 * p->t_chunk[1] / p->n_chunk[1] : 0.0, p->n_chunk[0],
