@@ -29,8 +29,8 @@
  * both modes' time per request, to be read against objdump -d of the object
  * that holds the function: which inlined code costs what), .sample (2: the
  * reader and every CPU's other and idle tasks, the default; 1: the reader
- * only; 0: nothing, rates only: under instruction counting the sampling of an
- * idle vCPU takes turns with the reader's). Also counts the
+ * only; 0: nothing, rates only: under instruction counting the sampling
+ * delays the reader, by more in one mode than in the other). Also counts the
  * folios the page cache takes in, by order (tracefs), and for sequential reads
  * each mode's wall time per request by its offset in a pair of 1 MiB chunks
  * (with .res=50 the first one cached), to show where in the chunks they differ.
@@ -183,8 +183,8 @@ struct prof {
 	unsigned int *hits;
 	/*
 	 * With @others, the idle tasks' samples: under instruction counting the
-	 * vCPUs take turns on one host thread, so what an idle vCPU executes
-	 * (polling before it halts, the wake-ups) delays the reader's.
+	 * vCPUs take turns on one host thread, so whatever another vCPU executes,
+	 * the sampling interrupts of an idle one included, delays the reader.
 	 */
 	unsigned int *idle_hits;
 	long idle_samples;
