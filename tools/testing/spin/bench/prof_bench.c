@@ -525,20 +525,20 @@ static int cmp_row(const void *a, const void *b)
 	return x->hits < y->hits ? 1 : x->hits > y->hits ? -1 : 0;
 }
 
-/* The hottest kernel functions of @p, in time per request of @reqs. */
-static void print_top(const struct prof *p, struct row *rows, long reqs)
+/* The hottest kernel functions of @hits (@samples in all), in time per request of @reqs. */
+static void print_top(const unsigned int *hits, long samples, struct row *rows, long reqs)
 {
 	double us = US_PER_SAMPLE;
 
 	printf("| function | share | us per request |\n| --- | --- | --- |\n");
 	for (int i = 0; i <= nsyms; i++)
-		rows[i] = (struct row){ i, p->hits[i] };
+		rows[i] = (struct row){ i, hits[i] };
 	qsort(rows, nsyms + 1, sizeof(*rows), cmp_row);
 	for (int i = 0; i < top && rows[i].hits; i++)
 		printf("| %s | %.1f%% | %.2f |\n",
 		       rows[i].sym == nsyms ? "(unknown)" : syms[rows[i].sym].name,
-		       100.0 * rows[i].hits / p->samples, rows[i].hits * us / reqs);
-	printf("| all kernel samples | 100%% | %.2f |\n", p->samples * us / reqs);
+		       100.0 * rows[i].hits / samples, rows[i].hits * us / reqs);
+	printf("| all kernel samples | 100%% | %.2f |\n", samples * us / reqs);
 }
 
 /* The annotated function's hottest offsets in the two modes together, both modes' time. */
@@ -656,18 +656,17 @@ int main(void)
 	print_partition();
 	rows = calloc(nsyms + 1, sizeof(*rows));
 	for (int m = 0; m < 2; m++) {
-		struct prof *p = &prof[m], idle;
+		struct prof *p = &prof[m];
 
 		printf("\n## %s: %.1f MB/s (median), %ld samples, %ld requests\n\n", modes[m],
 		       bench_median(rate[m], rounds), p->samples, reqs[m]);
-		print_top(p, rows, reqs[m]);
+		print_top(p->hits, p->samples, rows, reqs[m]);
 		printf("\nOther tasks' kernel time (not the idle tasks), %ld samples:\n\n",
 		       oth[m].samples);
-		print_top(&oth[m], rows, reqs[m]);
+		print_top(oth[m].hits, oth[m].samples, rows, reqs[m]);
 		printf("\nThe idle tasks' kernel time (every CPU), %ld samples:\n\n",
 		       oth[m].idle_samples);
-		idle = (struct prof){ .hits = oth[m].idle_hits, .samples = oth[m].idle_samples };
-		print_top(&idle, rows, reqs[m]);
+		print_top(oth[m].idle_hits, oth[m].idle_samples, rows, reqs[m]);
 		printf("\nWall time per request: %ld in chunks cached before the pass, %.1f us; "
 		       "%ld in the others, %.1f us\n", p->n_chunk[1],
 		       p->n_chunk[1] ? 1e6 * p->t_chunk[1] / p->n_chunk[1] : 0.0, p->n_chunk[0],
