@@ -55,8 +55,10 @@
 //! [`Evictor`] then drains every CPU's batches (`lru_add_drain_all()`) and tries once more; a
 //! reader making room for a reservation does not wait for that. Either way, a folio still
 //! busy (in a batch, locked, dirty or under writeback) is [`Held`]: its pages stay counted in the
-//! books until the evictor's next run evicts it, so that what the partition leaves in the page
-//! cache stays within its limit. Only when [`HELD_MAX`] entries are held already is a busy
+//! books until it is tried again and evicted, so that what the partition leaves in the page
+//! cache stays within its limit. The evictor's next run tries the held entries first, and a
+//! delayed [`Retrier`] tries them when no run comes (after a stream's last read), backing off
+//! while they stay busy; a change of the limit tries them at once. Only when [`HELD_MAX`] entries are held already is a busy
 //! folio forgotten and left to reclaim (a dropbehind folio is never marked accessed, so it stays
 //! on the inactive list). So that busy folios are rare, a reader drains its own CPU's batches
 //! when it admits a window (`spin_ra_collect()`): the folios it read ahead are then on the LRU
@@ -67,8 +69,8 @@
 //! does so under [`PARTITION`], the evictor without it. A reader holds a reservation, never
 //! [`PARTITION`], while it reads, and waits for room with nothing held. No other lock of
 //! spin is taken under [`PARTITION`], and it is never taken with the router's disk table held.
-//! The evictor is queued, evicts and drains the LRU batches with [`PARTITION`] released. The
-//! counters are atomics. See Documentation/spin/readahead.rst.
+//! The evictor and the [`Retrier`] are queued, evict and drain the LRU batches with
+//! [`PARTITION`] released. The counters are atomics. See Documentation/spin/readahead.rst.
 
 use super::glue::{self, Evict, FileInfo, RaFolio, RaWindow, Request};
 use crate::sched::readahead::{Partition, Reserve, Watermarks, Weighted};
@@ -80,8 +82,11 @@ use kernel::{
         atomic::{Atomic, Full, Relaxed, Release},
         global_lock, Arc,
     },
-    time::{delay::fsleep, Delta},
-    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
+    time::{delay::fsleep, msecs_to_jiffies, Delta},
+    workqueue::{
+        self, impl_has_delayed_work, impl_has_work, new_delayed_work, new_work, DelayedWork, Work,
+        WorkItem,
+    },
 };
 
 /// The default size of the partition in pages (SPIN's default).
@@ -140,14 +145,15 @@ impl Held {
 }
 
 /// The partition's books and reservations, bounded by the limit, the slots its entries live in
-/// (one per page of the limit), the entries held busy, the watermarks of the limit and the
-/// background evictor.
+/// (one per page of the limit), the entries held busy, the watermarks of the limit, the
+/// background evictor and the retrier of held entries.
 struct Part {
     books: Partition,
     slots: KVVec<Entry>,
     held: Held,
     marks: Watermarks,
     evictor: Option<Arc<Evictor>>,
+    retrier: Option<Arc<Retrier>>,
 }
 
 global_lock! {
@@ -166,6 +172,7 @@ global_lock! {
         },
         marks: Watermarks::new(0),
         evictor: None,
+        retrier: None,
     };
 }
 
@@ -242,6 +249,7 @@ impl WorkItem for Evictor {
         }
         STATS.evicted_bg.add(dropped, Relaxed);
         STATS.evictor_runs.add(1, Relaxed);
+        rearm_after_run();
         if more {
             // Still above the target: run again later, still marked as queued.
             let _ = workqueue::system_dfl().enqueue(this);
@@ -295,6 +303,81 @@ fn retry_held() -> u64 {
     settle(&batch[..n], &res[..n])
 }
 
+/// The first delay, in milliseconds, after which the [`Retrier`] tries the entries still held;
+/// it doubles for every run that leaves some held, up to [`RETRY_MAX_MS`].
+const RETRY_MIN_MS: u32 = 10;
+
+/// The longest delay between two runs of the [`Retrier`].
+const RETRY_MAX_MS: u32 = 1000;
+
+/// The [`Retrier`]'s next delay in milliseconds; 0 while nothing is held.
+static RETRY_MS: Atomic<u32> = Atomic::new(0);
+
+/// Tries the entries held busy again later, when nothing else would: the [`Evictor`] runs only
+/// when an admission or a reservation wakes it, so entries it left held after a stream's last
+/// read stayed counted in the books, leaving a partition made smaller, or a busy one, no room
+/// for any leg until the next stream happened to evict (`ra_legs_no_room`). Queued with a
+/// delay that backs off from [`RETRY_MIN_MS`] to [`RETRY_MAX_MS`] while folios stay busy (a
+/// folio under long writeback, or locked for a long time), and no more once none is held.
+#[pin_data]
+struct Retrier {
+    #[pin]
+    work: DelayedWork<Retrier>,
+}
+
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self> for Retrier { self.work }
+}
+
+impl WorkItem for Retrier {
+    type Pointer = Arc<Retrier>;
+
+    fn run(this: Arc<Retrier>) {
+        let dropped = retry_held();
+        STATS.evicted_bg.add(dropped, Relaxed);
+        rearm(this);
+    }
+}
+
+/// Queues the [`Retrier`] with the next delay of its back-off, unless it is pending already.
+fn arm(retrier: Arc<Retrier>) {
+    let ms = RETRY_MS.load(Relaxed).clamp(RETRY_MIN_MS, RETRY_MAX_MS);
+    // An `Err` gives the reference back: the work is pending already, with its delay.
+    if workqueue::system_dfl()
+        .enqueue_delayed(retrier, msecs_to_jiffies(ms))
+        .is_ok()
+    {
+        RETRY_MS.store(ms.saturating_mul(2).min(RETRY_MAX_MS), Relaxed);
+    }
+}
+
+/// Queues the [`Retrier`] if entries are held; resets its back-off if none is.
+fn rearm(retrier: Arc<Retrier>) {
+    if PARTITION.lock().held.len == 0 {
+        RETRY_MS.store(0, Relaxed);
+        return;
+    }
+    arm(retrier);
+}
+
+/// Queues the [`Retrier`], after a run of the [`Evictor`] or a change of the limit, if entries
+/// are held.
+fn rearm_after_run() {
+    let retrier = PARTITION.lock().retrier.clone();
+    if let Some(retrier) = retrier {
+        rearm(retrier);
+    }
+}
+
+/// The [`Retrier`], if `held` keeps entries: for a reader that just held some, or was refused
+/// room, to queue with [`arm`] once it released [`PARTITION`].
+fn retrier_if_held(held: &Held, retrier: &Option<Arc<Retrier>>) -> Option<Arc<Retrier>> {
+    if held.len == 0 {
+        return None;
+    }
+    retrier.clone()
+}
+
 /// The limit, readable without the lock: 0 turns GPU read-ahead off.
 static LIMIT: Atomic<u64> = Atomic::new(0);
 
@@ -335,9 +418,18 @@ pub(crate) fn init() -> Result {
         }),
         GFP_KERNEL,
     )?;
+    let retrier = Arc::pin_init(
+        pin_init!(Retrier {
+            work <- new_delayed_work!("spin::readahead::Retrier::work"),
+        }),
+        GFP_KERNEL,
+    )?;
     // SAFETY: Called once, before any other use of `PARTITION`.
     unsafe { PARTITION.init() };
-    PARTITION.lock().evictor = Some(evictor);
+    let mut part = PARTITION.lock();
+    part.evictor = Some(evictor);
+    part.retrier = Some(retrier);
+    drop(part);
     set_limit(DEFAULT_PAGES)
 }
 
@@ -445,6 +537,11 @@ pub(crate) fn set_limit(pages: u64) -> Result {
     part.slots = slots;
     part.marks = marks;
     LIMIT.store(pages, Relaxed);
+    drop(part);
+    // The entries held busy stay counted against the new limit: try them now, so that a
+    // partition made smaller is not left without room until the [`Retrier`]'s next run.
+    STATS.evicted_bg.add(retry_held(), Relaxed);
+    rearm_after_run();
     Ok(())
 }
 
@@ -487,10 +584,18 @@ pub(crate) fn reserve(pages: u64) -> Option<Reservation> {
     loop {
         let mut part = PARTITION.lock();
         let Part {
-            books, slots, held, ..
+            books,
+            slots,
+            held,
+            retrier,
+            ..
         } = &mut *part;
         let r = books.reserve(slots, pages, |old| evict_or_hold(old, held).1);
+        let retry = retrier_if_held(held, retrier);
         drop(part);
+        if let Some(retrier) = retry {
+            arm(retrier);
+        }
         match r {
             Reserve::Done => return Some(Reservation { pages }),
             Reserve::Wait if !kernel::current!().signal_pending() => fsleep(RESERVE_WAIT),
@@ -532,6 +637,7 @@ pub(crate) fn admit(
             held,
             marks,
             evictor,
+            retrier,
         } = &mut *part;
         for f in &folios[..n] {
             let e = Entry {
@@ -548,7 +654,11 @@ pub(crate) fn admit(
         if wake.is_none() && books.pages() > marks.kick && !EVICTING.load(Relaxed) {
             wake = evictor.clone();
         }
+        let retry = retrier_if_held(held, retrier);
         drop(part);
+        if let Some(retrier) = retry {
+            arm(retrier);
+        }
         if n < folios.len() {
             break;
         }
