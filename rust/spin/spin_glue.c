@@ -596,28 +596,28 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 	return ret;
 }
 
-/* Reads @nr pages ahead from @index, uncached, its marker on the first one. */
+/*
+ * Reads @nr pages ahead from @index, uncached, its marker on the first folio,
+ * in folios as large as the stream's own windows reach: the read-ahead that
+ * follows then goes on with them instead of ramping up again from order 0.
+ */
 static void spin_ra_window_at(struct file *file, pgoff_t index,
 			      unsigned int nr)
 {
-	struct address_space *mapping = file->f_mapping;
 	struct file_ra_state *ra = &file->f_ra;
-	DEFINE_READAHEAD(ractl, file, ra, mapping, index);
+	unsigned int ra_pages = max(READ_ONCE(ra->ra_pages), 1U);
+	DEFINE_READAHEAD(ractl, file, ra, file->f_mapping, index);
 
 	/*
 	 * page_cache_async_ra() expects the marker at start + size -
 	 * async_size: at @index. Async read-ahead never shrinks a window, so
 	 * the windows read ahead from the marker on are @nr pages too: the
-	 * stream keeps its lead into the uncached pages that follow.
+	 * stream keeps its lead into the uncached pages that follow. Their
+	 * folios are aligned as page_cache_async_ra() aligns them: to at most
+	 * the largest power of two that divides ra_pages.
 	 */
-	WRITE_ONCE(ra->start, index);
-	WRITE_ONCE(ra->size, nr);
-	WRITE_ONCE(ra->async_size, nr);
-	ra->order = 0;
 	ractl.dropbehind = true;
-	filemap_invalidate_lock_shared(mapping);
-	page_cache_ra_unbounded(&ractl, nr, nr);
-	filemap_invalidate_unlock_shared(mapping);
+	page_cache_ra_window(&ractl, nr, __ffs(ra_pages));
 }
 
 /*
@@ -699,8 +699,9 @@ bool spin_ra_bridge_gap(struct file *file, pgoff_t first, pgoff_t from,
  * @win: filled in: the window read ahead, if any
  *
  * Reads @max pages ahead from @gap, uncached (dropbehind folios, as
- * IOCB_DONTCACHE reads them), and makes them the file's read-ahead window
- * with its marker on its first page. The read that reaches that page then
+ * IOCB_DONTCACHE reads them), in folios as large as the stream's windows
+ * reach (page_cache_ra_window()), and makes them the file's read-ahead window
+ * with its marker on its first folio. The read that reaches that folio then
  * finds it read or in flight and moves the window on asynchronously, as if
  * the stream had never left it. Pages in the page cache are skipped, as
  * page_cache_ra_unbounded() does; nothing is read past the end of the file.
