@@ -58,11 +58,11 @@
 //! books until it is tried again and evicted, so that what the partition leaves in the page
 //! cache stays within its limit. The evictor's next run tries the held entries first, and a
 //! delayed [`Retrier`] tries them when no run comes (after a stream's last read), backing off
-//! while they stay busy; a change of the limit tries them at once. Only when [`HELD_MAX`] entries are held already is a busy
-//! folio forgotten and left to reclaim (a dropbehind folio is never marked accessed, so it stays
-//! on the inactive list). So that busy folios are rare, a reader drains its own CPU's batches
-//! when it admits a window (`spin_ra_collect()`): the folios it read ahead are then on the LRU
-//! before any other reader can evict them.
+//! while they stay busy; a change of the limit tries them at once. Only when [`HELD_MAX`]
+//! entries are held already is a busy folio forgotten and left to reclaim (a dropbehind folio
+//! is never marked accessed, so it stays on the inactive list). So that busy folios are rare,
+//! a reader drains its own CPU's batches when it admits a window (`spin_ra_collect()`): the
+//! folios it read ahead are then on the LRU before any other reader can evict them.
 //!
 //! Lock order: [`PARTITION`] → folio locks (trylock only) → the mapping's `i_lock` and
 //! `i_pages` lock (inside `filemap_evict_dropbehind_batch()`); a reader that evicts to make room
