@@ -249,7 +249,7 @@ impl WorkItem for Evictor {
         }
         STATS.evicted_bg.add(dropped, Relaxed);
         STATS.evictor_runs.add(1, Relaxed);
-        rearm_after_run();
+        rearm();
         if more {
             // Still above the target: run again later, still marked as queued.
             let _ = workqueue::system_dfl().enqueue(this);
@@ -332,10 +332,9 @@ impl_has_delayed_work! {
 impl WorkItem for Retrier {
     type Pointer = Arc<Retrier>;
 
-    fn run(this: Arc<Retrier>) {
-        let dropped = retry_held();
-        STATS.evicted_bg.add(dropped, Relaxed);
-        rearm(this);
+    fn run(_this: Arc<Retrier>) {
+        STATS.evicted_bg.add(retry_held(), Relaxed);
+        rearm();
     }
 }
 
@@ -351,26 +350,21 @@ fn arm(retrier: Arc<Retrier>) {
     }
 }
 
-/// Queues the [`Retrier`] if entries are held; resets its back-off if none is.
-fn rearm(retrier: Arc<Retrier>) {
-    if PARTITION.lock().held.len == 0 {
-        RETRY_MS.store(0, Relaxed);
-        return;
-    }
-    arm(retrier);
-}
-
-/// Queues the [`Retrier`], after a run of the [`Evictor`] or a change of the limit, if entries
-/// are held.
-fn rearm_after_run() {
-    let retrier = PARTITION.lock().retrier.clone();
-    if let Some(retrier) = retrier {
-        rearm(retrier);
+/// Queues the [`Retrier`] if entries are held, after a run of it or of the [`Evictor`], or a
+/// change of the limit; resets its back-off if none is.
+fn rearm() {
+    let retry = {
+        let part = PARTITION.lock();
+        retrier_if_held(&part.held, &part.retrier)
+    };
+    match retry {
+        Some(retrier) => arm(retrier),
+        None => RETRY_MS.store(0, Relaxed),
     }
 }
 
-/// The [`Retrier`], if `held` keeps entries: for a reader that just held some, or was refused
-/// room, to queue with [`arm`] once it released [`PARTITION`].
+/// The [`Retrier`], if `held` keeps entries: to queue with [`arm`] once [`PARTITION`] is
+/// released (by [`rearm`], or by a reader that just held some or was refused room).
 fn retrier_if_held(held: &Held, retrier: &Option<Arc<Retrier>>) -> Option<Arc<Retrier>> {
     if held.len == 0 {
         return None;
@@ -541,7 +535,7 @@ pub(crate) fn set_limit(pages: u64) -> Result {
     // The entries held busy stay counted against the new limit: try them now, so that a
     // partition made smaller is not left without room until the [`Retrier`]'s next run.
     STATS.evicted_bg.add(retry_held(), Relaxed);
-    rearm_after_run();
+    rearm();
     Ok(())
 }
 
