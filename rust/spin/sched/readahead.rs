@@ -133,8 +133,8 @@ pub fn bridge_lead(ra_pages: u32, room: u64) -> u32 {
 /// it. `None` if there is nothing to look at: no read-ahead, a random advice, an empty read,
 /// no lead, a window not behind the read, or a horizon that did not move.
 ///
-/// Inlined always: it runs for every small sequential read into GPU memory, and its one
-/// caller passes the kernel's page size as a constant, which turns its page arithmetic into
+/// Inlined always: it runs for every small sequential read into GPU memory, and the router
+/// passes the kernel's page size as a constant, which turns its page arithmetic into
 /// shifts and drops the branches for other sizes.
 #[inline(always)]
 pub fn bridge(
