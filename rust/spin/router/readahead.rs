@@ -64,13 +64,16 @@
 //! a reader drains its own CPU's batches when it admits a window (`spin_ra_collect()`): the
 //! folios it read ahead are then on the LRU before any other reader can evict them.
 //!
-//! Lock order: [`PARTITION`] → folio locks (trylock only) → the mapping's `i_lock` and
-//! `i_pages` lock (inside `filemap_evict_dropbehind_batch()`); a reader that evicts to make room
-//! does so under [`PARTITION`], the evictor without it. A reader holds a reservation, never
-//! [`PARTITION`], while it reads, and waits for room with nothing held. No other lock of
-//! spin is taken under [`PARTITION`], and it is never taken with the router's disk table held.
-//! The evictor and the [`Retrier`] are queued, evict and drain the LRU batches with
-//! [`PARTITION`] released. The counters are atomics. See Documentation/spin/readahead.rst.
+//! Lock order: [`SETTLING`] → [`PARTITION`] → folio locks (trylock only) → the mapping's
+//! `i_lock` and `i_pages` lock (inside `filemap_evict_dropbehind_batch()`); a reader that evicts
+//! to make room does so under [`PARTITION`], the evictor without it. A reader holds a
+//! reservation, never [`PARTITION`], while it reads, and waits for room with nothing held. No
+//! other lock of spin is taken under [`PARTITION`], and it is never taken with the router's disk
+//! table held. The evictor and the [`Retrier`] are queued, evict and drain the LRU batches with
+//! [`PARTITION`] released and [`SETTLING`] held, which a change of the limit takes too: entries
+//! taken out of the books to be evicted in the background are settled (evicted or held) before
+//! the change tries the held ones. Readers never take [`SETTLING`]. The counters are atomics.
+//! See Documentation/spin/readahead.rst.
 
 use super::glue::{self, Evict, FileInfo, RaFolio, RaWindow, Request};
 use crate::sched::readahead::{Partition, Reserve, Watermarks, Weighted};
@@ -80,7 +83,7 @@ use kernel::{
     str::Formatter,
     sync::{
         atomic::{Atomic, Full, Relaxed, Release},
-        global_lock, Arc,
+        global_lock, Arc, GlobalGuard,
     },
     time::{delay::fsleep, msecs_to_jiffies, Delta},
     workqueue::{
@@ -176,6 +179,11 @@ global_lock! {
     };
 }
 
+global_lock! {
+    // SAFETY: Initialised by `init()` in module init, before the router or sysfs can use it.
+    unsafe(uninit) static SETTLING: Mutex<()> = ();
+}
+
 /// Entries the background evictor drops per run; a run that leaves more queues itself again, so
 /// that the worker reschedules between runs.
 const EVICT_RUN: usize = 256;
@@ -212,7 +220,8 @@ impl WorkItem for Evictor {
     type Pointer = Arc<Evictor>;
 
     fn run(this: Arc<Evictor>) {
-        let mut dropped = retry_held();
+        let settling = SETTLING.lock();
+        let mut dropped = retry_held(&settling);
         let (mut more, mut done) = (true, 0);
         let mut batch = [Entry::default(); EVICT_BATCH];
         let mut res = [Evict::Gone; EVICT_BATCH];
@@ -244,9 +253,10 @@ impl WorkItem for Evictor {
                 // Mostly folios still in the LRU batch of the CPU that read them ahead (an
                 // idle CPU never drains it), held now: drain every CPU's batches and try
                 // them again.
-                dropped += retry_held();
+                dropped += retry_held(&settling);
             }
         }
+        drop(settling);
         STATS.evicted_bg.add(dropped, Relaxed);
         STATS.evictor_runs.add(1, Relaxed);
         rearm();
@@ -286,7 +296,12 @@ fn settle(batch: &[Entry], res: &[Evict]) -> u64 {
 
 /// Tries the entries held busy once more, after draining every CPU's LRU batches; returns the
 /// pages dropped from the page cache.
-fn retry_held() -> u64 {
+///
+/// Called with [`SETTLING`] held, so that no other run of the [`Evictor`] or the [`Retrier`]
+/// has entries out of [`Held`] while this one tries them: an entry found busy by a run that
+/// was at work while a change of the limit tried the held entries would otherwise be held
+/// again after that change returned, and stay held until the retrier's next run.
+fn retry_held(_settling: &GlobalGuard<SETTLING>) -> u64 {
     let mut batch = [Entry::default(); HELD_MAX];
     let mut res = [Evict::Gone; HELD_MAX];
     let n = PARTITION.lock().held.take(&mut batch);
@@ -333,7 +348,9 @@ impl WorkItem for Retrier {
     type Pointer = Arc<Retrier>;
 
     fn run(_this: Arc<Retrier>) {
-        STATS.evicted_bg.add(retry_held(), Relaxed);
+        let settling = SETTLING.lock();
+        STATS.evicted_bg.add(retry_held(&settling), Relaxed);
+        drop(settling);
         rearm();
     }
 }
@@ -420,6 +437,8 @@ pub(crate) fn init() -> Result {
     )?;
     // SAFETY: Called once, before any other use of `PARTITION`.
     unsafe { PARTITION.init() };
+    // SAFETY: Called once, before any other use of `SETTLING`.
+    unsafe { SETTLING.init() };
     let mut part = PARTITION.lock();
     part.evictor = Some(evictor);
     part.retrier = Some(retrier);
@@ -533,8 +552,11 @@ pub(crate) fn set_limit(pages: u64) -> Result {
     LIMIT.store(pages, Relaxed);
     drop(part);
     // The entries held busy stay counted against the new limit: try them now, so that a
-    // partition made smaller is not left without room until the [`Retrier`]'s next run.
-    STATS.evicted_bg.add(retry_held(), Relaxed);
+    // partition made smaller is not left without room until the [`Retrier`]'s next run. A run
+    // of the evictor or the retrier at work is waited for: it may hold again what it took.
+    let settling = SETTLING.lock();
+    STATS.evicted_bg.add(retry_held(&settling), Relaxed);
+    drop(settling);
     rearm();
     Ok(())
 }
