@@ -168,19 +168,29 @@ pub fn bridge(
         return None;
     }
     let next = to_page(pos.checked_add(len - 1)?).checked_add(1)?;
-    let end = horizon(next)?;
-    let mut from = next.max(window_end);
     // The previous read looked up to its own horizon if it lay wholly past the window too:
     // always without a window, else if it began there, taken to be as long as this one. A
     // stream of varying sizes may look at some pages twice, or skip a step (a gap there is
     // left to the page cache's read-ahead).
+    let mut prev_next = None;
     if let Ok(prev) = u64::try_from(stream.prev_pos) {
         if pos > 0 && prev > 0 && is_sequential(stream.prev_pos, pos, page_size) {
-            let prev_next = to_page(prev - 1) + 1;
-            if window_end == 0 || prev_next >= window_end.saturating_add(next - first) {
-                from = from.max(horizon(prev_next).unwrap_or(u64::MAX));
+            let p = to_page(prev - 1) + 1;
+            if window_end == 0 || p >= window_end.saturating_add(next - first) {
+                // The horizon moves with the step of the read's next page only: in the same
+                // step as the previous read's (or an earlier one) it did not move. Most reads
+                // of a stream end here, before any horizon is computed.
+                if p >> stride_shift >= next >> stride_shift {
+                    return None;
+                }
+                prev_next = Some(p);
             }
         }
+    }
+    let end = horizon(next)?;
+    let mut from = next.max(window_end);
+    if let Some(p) = prev_next {
+        from = from.max(horizon(p).unwrap_or(u64::MAX));
     }
     (from < end).then_some((from, end))
 }

@@ -324,3 +324,74 @@ proptest! {
         prop_assert!(exact <= o.schedule.cost);
     }
 }
+
+/// The bridge check as it was before its early exit (session 24): the oracle the early exit
+/// must agree with.
+fn bridge_oracle(s: &readahead::Stream, pos: u64, len: u64, lead: u32) -> Option<(u64, u64)> {
+    if s.random || s.ra_pages == 0 || lead == 0 || len == 0 {
+        return None;
+    }
+    let to_page = |off: u64| off >> 12;
+    let ahead = u64::from(lead);
+    let stride_shift = (ahead / 4).max(1).ilog2();
+    let horizon = |next: u64| {
+        ((next >> stride_shift) << stride_shift)
+            .checked_add(1 << stride_shift)?
+            .checked_add(ahead)
+    };
+    let first = to_page(pos);
+    let window_end = if s.ra_size == 0 {
+        0
+    } else {
+        s.ra_start.saturating_add(s.ra_size)
+    };
+    if first < window_end {
+        return None;
+    }
+    let next = to_page(pos.checked_add(len - 1)?).checked_add(1)?;
+    let end = horizon(next)?;
+    let mut from = next.max(window_end);
+    if let Ok(prev) = u64::try_from(s.prev_pos) {
+        if pos > 0 && prev > 0 && readahead::is_sequential(s.prev_pos, pos, 4096) {
+            let prev_next = to_page(prev - 1) + 1;
+            if window_end == 0 || prev_next >= window_end.saturating_add(next - first) {
+                from = from.max(horizon(prev_next).unwrap_or(u64::MAX));
+            }
+        }
+    }
+    (from < end).then_some((from, end))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20000))]
+
+    /// The bridge check's early exit changes no answer: streams of small reads near and far
+    /// from their window, and offsets near the top of the range.
+    #[test]
+    fn bridge_early_exit_agrees(
+        page in 0u64..4096,
+        gap in 0u64..3,
+        off in 0u64..4096,
+        len in 0u64..40000,
+        ra_start in 0u64..4200,
+        ra_size in prop_oneof![Just(0u64), 1u64..256],
+        ra_pages in prop_oneof![Just(0u32), 1u32..256],
+        lead in 0u32..1200,
+        random in any::<bool>(),
+        high in any::<bool>(),
+        prev_neg in any::<bool>(),
+    ) {
+        let base = if high { u64::MAX - (1 << 30) } else { 0 };
+        let pos = base + page * 4096 + off;
+        let prev = (pos.saturating_sub(gap * 4096 + off / 2)) as i64;
+        let s = readahead::Stream {
+            prev_pos: if prev_neg { -1 } else { prev },
+            ra_pages,
+            random,
+            ra_start: base / 4096 + ra_start,
+            ra_size,
+        };
+        prop_assert_eq!(readahead::bridge(&s, pos, len, lead, 4096),
+                        bridge_oracle(&s, pos, len, lead));
+    }
+}
