@@ -304,7 +304,7 @@ fn settle(batch: &[Entry], res: &[Evict]) -> u64 {
 fn retry_held(_settling: &GlobalGuard<SETTLING>) -> u64 {
     let mut part = PARTITION.lock();
     // Every run of the evictor starts here, mostly with nothing held: return before the
-    // arrays below are set up (1.5 KiB of stores).
+    // arrays below are set up (about 1 KiB of stores).
     if part.held.len == 0 {
         return 0;
     }
