@@ -378,10 +378,18 @@ proptest! {
         ra_pages in prop_oneof![Just(0u32), 1u32..256],
         lead in 0u32..1200,
         random in any::<bool>(),
-        high in any::<bool>(),
+        base_kind in 0u8..3,
         prev_neg in any::<bool>(),
     ) {
-        let base = if high { u64::MAX - (1 << 30) } else { 0 };
+        // Low offsets; offsets just below `i64::MAX`, the largest a
+        // `loff_t` can hold, where `prev_pos` stays positive and the
+        // early exit can be taken; and offsets near `u64::MAX`, which
+        // only exercise the overflow checks of `horizon()`.
+        let base = match base_kind {
+            0 => 0,
+            1 => (i64::MAX as u64) - (1 << 30),
+            _ => u64::MAX - (1 << 30),
+        };
         let pos = base + page * 4096 + off;
         let prev = (pos.saturating_sub(gap * 4096 + off / 2)) as i64;
         let s = readahead::Stream {
