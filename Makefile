@@ -24,7 +24,7 @@ export BUILD KSRC KOBJ
 # VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe series series-check export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe bench-insn series series-check export clean \
 	distclean
 
 help:
@@ -169,6 +169,16 @@ bench-prof: tree
 		prof_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(PROF_ARGS)"' || rc=$$?; \
 	grep -v '^@@' $(PROF_OUT)/results.log | tr -d '\r' > $(PROF_OUT)/summary.md; \
 	echo "[bench] report: $(PROF_OUT)/summary.md"; exit $$rc
+
+## bench-insn: exact guest instructions per request of one read pattern, per kernel function
+# prof_bench's timed passes counted by a QEMU TCG plugin (tools/testing/spin/qemu/insn_count.c,
+# built with the host's gcc; no QEMU source needed), auto against pagecache mode, no sampling:
+# the breakdown of what instruction-counted guest time (SPIN_VM_ICOUNT) measures. PROF_ARGS as
+# for bench-prof (sample is forced to 0). Report: build/insn-prof/summary.md.
+INSN_OUT := $(BUILD)/insn-prof
+bench-insn: tree
+	@$(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && \
+		$(PY) $(SCRIPTS)/insn_prof.py --out $(INSN_OUT) $(PROF_ARGS)'
 
 ## bench-writer: writes from GPU memory (#10): auto vs pagecache, 4 KiB-8 MiB, and a checkpoint
 # Same throttled drives as bench-router (SPIN_VM_BPS / SPIN_VM_IOPS override); WRITER_BENCH_ARGS

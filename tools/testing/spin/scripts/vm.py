@@ -134,6 +134,9 @@ def qemu_args(a, out, shm, sock, qmp):
         "-drive", f"file={out}/mpfar.img,if=none,id=mpf,format=raw,cache=none,aio=threads",
         "-device", "nvme-ns,drive=mpf,nsid=1,shared=on,bus=mpfar0",
     ]
+    # --plugin: a TCG plugin, such as insn_count (scripts/insn_prof.py).
+    if a.plugin:
+        args += ["-plugin", a.plugin]
     return args
 
 
@@ -292,6 +295,8 @@ def main():
     icount = os.environ.get("SPIN_VM_ICOUNT", "")
     p.add_argument("--icount", type=int, default=int(icount) if icount else None,
                    help="QEMU -icount shift: guest CPU time counted in instructions")
+    p.add_argument("--plugin", default=os.environ.get("SPIN_VM_PLUGIN"),
+                   help="QEMU -plugin argument: a TCG plugin and its options")
     p.add_argument("--gpu-mib", type=int, default=int(os.environ.get("SPIN_GPU_MIB", 256)))
     p.add_argument("--nvme-mib", type=int, default=1024)
     p.add_argument("--mem-mib", type=int, default=2048)
