@@ -529,7 +529,19 @@ void spin_file_stream(struct file *file, struct spin_stream *stream)
 	stream->dontcache = !!(file->f_op->fop_flags & FOP_DONTCACHE);
 	stream->ra_start = READ_ONCE(file->f_ra.start);
 	stream->ra_size = READ_ONCE(file->f_ra.size);
-	stream->io_pages = READ_ONCE(inode_to_bdi(file_inode(file))->io_pages);
+}
+
+/**
+ * spin_file_io_pages - the most pages a read-ahead window of a large read of
+ *                      the file may span
+ * @file: the file
+ *
+ * Return: backing_dev_info.io_pages of the file's device (see
+ * ractl_max_pages()).
+ */
+unsigned long spin_file_io_pages(struct file *file)
+{
+	return READ_ONCE(inode_to_bdi(file_inode(file))->io_pages);
 }
 
 /**
@@ -771,7 +783,11 @@ unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 			     struct spin_ra_folio *out, unsigned int max)
 {
 	XA_STATE(xas, &file->f_mapping->i_pages, *index);
-	struct folio_batch none;
+	/*
+	 * Only its header is read (an empty batch): not zeroed whole, as
+	 * CONFIG_INIT_STACK_ALL_ZERO would, once per window admitted.
+	 */
+	struct folio_batch none __uninitialized;
 	struct folio *folio;
 	unsigned int n = 0;
 
@@ -782,21 +798,29 @@ unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 	rcu_read_lock();
 	xas_for_each(&xas, folio, end - 1) {
 		unsigned int order;
+		pgoff_t first;
 
 		if (xas_retry(&xas, folio) || xa_is_value(folio))
 			goto resched;
 		order = xas_get_order(&xas);
+		first = round_down(xas.xa_index, 1UL << order);
 		if (n == max) {
 			/* Look at this folio again next time. */
-			*index = round_down(xas.xa_index, 1UL << order);
+			*index = first;
 			goto out;
 		}
 		if (folio_test_dropbehind(folio)) {
 			out[n].pfn = folio_pfn(folio);
-			out[n].index = round_down(xas.xa_index, 1UL << order);
+			out[n].index = first;
 			out[n].nr = 1UL << order;
 			n++;
 		}
+		/*
+		 * Skip the entry's sibling slots, as filemap_get_read_batch()
+		 * does: xas_find() would step through them one by one, 31 for
+		 * an order-5 folio.
+		 */
+		xas_advance(&xas, first + (1UL << order) - 1);
 resched:
 		if (need_resched()) {
 			xas_pause(&xas);
