@@ -229,8 +229,9 @@ ssize_t spin_rust_disk_p2p_show(struct gendisk *disk, char *buf);
  *             GPU read-ahead needs to keep its pages apart
  * @ra_start: first page of the file's read-ahead window (file_ra_state.start)
  * @ra_size: pages in that window (file_ra_state.size), 0 if none
- * @io_pages: the most pages a read-ahead window of a large read may span
- *            (backing_dev_info.io_pages, see ractl_max_pages())
+ *
+ * Read for every small read into GPU memory: what only some of them need,
+ * such as spin_file_io_pages(), is read apart.
  */
 struct spin_stream {
 	loff_t prev_pos;
@@ -239,10 +240,10 @@ struct spin_stream {
 	bool dontcache;
 	pgoff_t ra_start;
 	unsigned long ra_size;
-	unsigned long io_pages;
 };
 
 void spin_file_stream(struct file *file, struct spin_stream *stream);
+unsigned long spin_file_io_pages(struct file *file);
 void spin_file_set_prev_pos(struct file *file, loff_t pos);
 
 /**

@@ -452,9 +452,8 @@ impl Request<'_> {
         Ok(ret as usize)
     }
 
-    /// The file's read-ahead state, whether its filesystem supports uncached reads, and the
-    /// most pages a read-ahead window of a large read may span (the device's `io_pages`).
-    pub(crate) fn stream(&self) -> (Stream, bool, u64) {
+    /// The file's read-ahead state and whether its filesystem supports uncached reads.
+    pub(crate) fn stream(&self) -> (Stream, bool) {
         // SAFETY: `spin_stream` is plain data; all-zero is a valid value.
         let mut raw: bindings::spin_stream = unsafe { core::mem::zeroed() };
         // SAFETY: The file is valid (type invariant), `raw` is a local.
@@ -466,7 +465,16 @@ impl Request<'_> {
             ra_start: raw.ra_start as u64,
             ra_size: raw.ra_size as u64,
         };
-        (stream, raw.dontcache, raw.io_pages as u64)
+        (stream, raw.dontcache)
+    }
+
+    /// The most pages a read-ahead window of a large read may span (the device's `io_pages`).
+    ///
+    /// Apart from [`Request::stream`], which runs for every small read into GPU memory: only a
+    /// read that reserves room in the partition needs it.
+    pub(crate) fn io_pages(&self) -> u64 {
+        // SAFETY: The file is valid (type invariant).
+        unsafe { bindings::spin_file_io_pages(self.file()) as u64 }
     }
 
     /// Notes in the file's read-ahead state that a read into GPU memory ended at `pos`.

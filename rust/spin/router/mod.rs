@@ -424,7 +424,8 @@ impl Ctx<'_, '_> {
     ) -> Result<(usize, Option<RaWindow>)> {
         let first = pos as u64 / PAGE_SIZE as u64;
         let last = (pos as u64 + len.max(1) as u64 - 1) / PAGE_SIZE as u64;
-        let (stream, _, io_pages) = self.req.stream();
+        let (stream, _) = self.req.stream();
+        let io_pages = self.req.io_pages();
         let pages = sched::readahead::leg_reserve(&stream, io_pages, last - first + 1);
         let Some(mut res) = readahead::reserve(pages) else {
             return self.copy_plain(pos, addr, len).map(|n| (n, None));
@@ -492,7 +493,16 @@ impl Ctx<'_, '_> {
     /// is cached, and neither read-ahead nor a bridge has anything to do there. If that copy
     /// comes back short (the page was evicted meanwhile, or another reader moved the stream),
     /// the rest takes the full path.
-    fn prefetch(&mut self, stream: &Stream, pos: i64, addr: usize, len: usize) -> Result<usize> {
+    ///
+    /// `limit` is the GPU read-ahead partition's limit, read once per request.
+    fn prefetch(
+        &mut self,
+        stream: &Stream,
+        limit: u64,
+        pos: i64,
+        addr: usize,
+        len: usize,
+    ) -> Result<usize> {
         let page = PAGE_SIZE as u32;
         let mut n = 0;
         if sched::readahead::same_page(stream.prev_pos, pos as u64, len as u64, page) {
@@ -503,7 +513,7 @@ impl Ctx<'_, '_> {
                 return Ok(n);
             }
         }
-        match self.prefetch_ra(stream, pos + n as i64, addr + n, len - n) {
+        match self.prefetch_ra(stream, limit, pos + n as i64, addr + n, len - n) {
             Ok(m) => Ok(n + m),
             Err(_) if n > 0 => Ok(n),
             Err(e) => Err(e),
@@ -512,10 +522,17 @@ impl Ctx<'_, '_> {
 
     /// The full path of [`Ctx::prefetch`]: a bridge if the stream needs one, then the leg with
     /// read-ahead.
-    fn prefetch_ra(&mut self, stream: &Stream, pos: i64, addr: usize, len: usize) -> Result<usize> {
+    fn prefetch_ra(
+        &mut self,
+        stream: &Stream,
+        limit: u64,
+        pos: i64,
+        addr: usize,
+        len: usize,
+    ) -> Result<usize> {
         let first = pos as u64 / PAGE_SIZE as u64;
         let page = PAGE_SIZE as u32;
-        let lead = readahead::bridge_lead(stream.ra_pages);
+        let lead = readahead::bridge_lead(limit, stream.ra_pages);
         let look = sched::readahead::bridge(stream, pos as u64, len as u64, lead, page);
         if let Some((from, end)) = look {
             let pages = readahead::bridge(self.req, &self.info, first, from, end, lead);
@@ -581,8 +598,11 @@ fn route_gpu(
     }
     // GPU read-ahead is decided first: a small sequential read goes through the page cache
     // whatever the P2P path, so it does not pay for the path and alignment checks.
-    let (ra, prefetch) = if reason == Fallback::None && mode == Mode::Auto && readahead::enabled() {
-        let (stream, dontcache, _) = req.stream();
+    // The partition's limit is read once per request (an atomic read is a call here); 0 turns
+    // GPU read-ahead off.
+    let limit = readahead::limit();
+    let (ra, prefetch) = if reason == Fallback::None && mode == Mode::Auto && limit != 0 {
+        let (stream, dontcache) = req.stream();
         let page = PAGE_SIZE as u32;
         let small_seq = sched::readahead::prefetch(&stream, pos as u64, len as u64, page);
         (dontcache, (dontcache && small_seq).then_some(stream))
@@ -621,7 +641,7 @@ fn route_gpu(
     let result = if reason != Fallback::None {
         ctx.copy(pos, addr, len)
     } else if let Some(stream) = prefetch {
-        ctx.prefetch(&stream, pos, addr, len)
+        ctx.prefetch(&stream, limit, pos, addr, len)
     } else {
         ctx.cached_first(pos, addr, len)
     };

@@ -450,11 +450,6 @@ pub(crate) fn init() -> Result {
     set_limit(DEFAULT_PAGES)
 }
 
-/// Whether GPU read-ahead is on (the partition may hold pages).
-pub(crate) fn enabled() -> bool {
-    LIMIT.load(Relaxed) != 0
-}
-
 impl Entry {
     /// Evicts the entry's folio if it is still a clean, unmapped dropbehind folio of the file.
     fn evict(&self) -> Evict {
@@ -728,9 +723,8 @@ pub(crate) fn bridge(
 
 /// How far ahead of a stream through cached pages a bridged window is read, in pages
 /// ([`crate::sched::readahead::bridge_lead`]): a few windows, at most the quarter of the
-/// partition left to windows in flight.
-pub(crate) fn bridge_lead(ra_pages: u32) -> u32 {
-    let limit = LIMIT.load(Relaxed);
+/// partition of `limit` pages ([`limit`]) left to windows in flight.
+pub(crate) fn bridge_lead(limit: u64, ra_pages: u32) -> u32 {
     crate::sched::readahead::bridge_lead(ra_pages, Watermarks::new(limit).lead)
 }
 
@@ -758,7 +752,8 @@ pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
     writeln!(f, "ra_legs_no_room {}", v(&STATS.no_room))
 }
 
-/// The limit, for `/sys/kernel/spin/ra_partition_pages`.
+/// The limit, for `/sys/kernel/spin/ra_partition_pages`; 0 if GPU read-ahead is off. The router
+/// reads it once per request into GPU memory.
 pub(crate) fn limit() -> u64 {
     LIMIT.load(Relaxed)
 }
