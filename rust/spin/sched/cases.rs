@@ -13,7 +13,7 @@ use super::greedy::greedy;
 use super::optimal::{optimal, Slot};
 use super::overlap::overlap;
 use super::plan::{self, Leg, PlanError, Window};
-use super::readahead::{self, Partition, Reserve, Stream, Watermarks, Weighted};
+use super::readahead::{self, Consumed, Partition, Reserve, Stream, Watermarks, Weighted, STREAMS};
 use super::released::{keeps, released};
 use super::runs::{Runs, RunsBuilder, RunsError};
 use super::schedule::{
@@ -119,6 +119,7 @@ pub const CASES: &[Case] = &[
     ("partition_holds_busy_pages", partition_holds_busy_pages),
     ("partition_watermarks_order", partition_watermarks_order),
     ("partition_reserves_windows", partition_reserves_windows),
+    ("partition_consumed_streams", partition_consumed_streams),
     ("readahead_leg_reserve", readahead_leg_reserve),
     ("readahead_leg_in_window", readahead_leg_in_window),
     ("readahead_bridge_range", readahead_bridge_range),
@@ -1011,6 +1012,45 @@ pub fn partition_reserves_windows() -> Result<(), CaseError> {
     check!(q.used() == 3 && !q.push(&mut slots, Entry(9, 1), |_| 0));
     q.unreserve(3);
     check!(q.push(&mut slots, Entry(9, 1), |_| 0));
+    Ok(())
+}
+
+/// The evictor's view of what the streams consumed: an entry is consumed once its stream was
+/// noted past its last page; streams are told apart by id, a seek back takes effect, unknown
+/// streams (and id 0) consume nothing, and a new stream replaces the one noted least
+/// recently. `peek` shows the oldest entry without taking it.
+pub fn partition_consumed_streams() -> Result<(), CaseError> {
+    let mut c = Consumed::new();
+    check!(!c.consumed(1, 0, 1) && !c.consumed(0, 0, 0));
+    c.note(1, 10);
+    check!(c.consumed(1, 0, 10) && c.consumed(1, 9, 1));
+    check!(!c.consumed(1, 5, 6) && !c.consumed(1, 10, 1) && !c.consumed(2, 0, 1));
+    check!(!c.consumed(1, u64::MAX, 2));
+    c.note(0, 100);
+    check!(!c.consumed(0, 0, 1));
+    // A second stream through the same file has its own place.
+    c.note(2, 3);
+    check!(c.consumed(2, 0, 3) && !c.consumed(2, 3, 1) && c.consumed(1, 3, 1));
+    // A seek back.
+    c.note(1, 4);
+    check!(c.consumed(1, 0, 4) && !c.consumed(1, 4, 1));
+    // Streams 3 ..= STREAMS fill the rest; stream 1 is then noted again, so the next new
+    // stream replaces stream 2, the one noted least recently.
+    for id in 3..=STREAMS {
+        c.note(id, 7);
+    }
+    check!(c.consumed(2, 0, 3) && c.consumed(STREAMS, 0, 7));
+    c.note(1, 5);
+    c.note(STREAMS + 1, 9);
+    check!(!c.consumed(2, 0, 1) && c.consumed(1, 0, 5) && c.consumed(STREAMS + 1, 0, 9));
+    check!(c.consumed(3, 0, 7) && c.consumed(STREAMS, 0, 7));
+    // The oldest entry, left in place.
+    let mut slots = [Entry(0, 1); 4];
+    let mut p = Partition::new(4);
+    check!(p.peek(&slots).is_none());
+    check!(p.push(&mut slots, Entry(1, 2), |_| 0) && p.push(&mut slots, Entry(2, 1), |_| 0));
+    check!(p.peek(&slots) == Some(Entry(1, 2)) && p.len() == 2 && p.queued() == 3);
+    check!(p.pop(&slots) == Some(Entry(1, 2)) && p.peek(&slots) == Some(Entry(2, 1)));
     Ok(())
 }
 

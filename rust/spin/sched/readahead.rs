@@ -42,6 +42,17 @@ pub struct Stream {
     pub ra_size: u64,
 }
 
+impl Stream {
+    /// No stream: read-ahead off, no previous read.
+    pub const OFF: Self = Self {
+        prev_pos: -1,
+        ra_pages: 0,
+        random: false,
+        ra_start: 0,
+        ra_size: 0,
+    };
+}
+
 /// Whether a read at `pos` continues the stream whose previous read ended at `prev_pos`.
 ///
 /// As the kernel's on-demand read-ahead decides it (mm/readahead.c): the read starts in the
@@ -299,6 +310,14 @@ impl Partition {
         self.limit
     }
 
+    /// The oldest entry, left in place.
+    pub fn peek<E: Weighted>(&self, slots: &[E]) -> Option<E> {
+        if self.len == 0 {
+            return None;
+        }
+        slots.get(self.head).copied()
+    }
+
     /// Removes and returns the oldest entry.
     pub fn pop<E: Weighted>(&mut self, slots: &[E]) -> Option<E> {
         if self.len == 0 || slots.is_empty() {
@@ -441,6 +460,77 @@ pub fn leg_reserve(stream: &Stream, io_pages: u64, leg_pages: u64) -> u64 {
         ra_pages
     };
     max.saturating_add(max.max(stream.ra_size))
+}
+
+/// Streams whose read positions [`Consumed`] remembers.
+pub const STREAMS: usize = 8;
+
+/// Where the streams that last admitted into the partition were reading, so that an evictor
+/// can tell an entry its stream has read past (consumed, of no more use to it) from one read
+/// ahead for it and not read yet.
+///
+/// A stream is named by an id other than 0 (the router uses the reader's open file, so that two
+/// streams through one file are told apart) and noted where it reads whenever it admits a
+/// window ([`Consumed::note`]): at most once per window, so what it consumed is known a window
+/// late at most. It remembers [`STREAMS`] streams; a new one replaces the one noted least
+/// recently. An entry of a stream it does not remember is never taken for consumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Consumed {
+    ids: [usize; STREAMS],
+    at: [u64; STREAMS],
+    stamp: [u64; STREAMS],
+    clock: u64,
+}
+
+impl Consumed {
+    /// Remembers no stream.
+    pub const fn new() -> Self {
+        Self {
+            ids: [0; STREAMS],
+            at: [0; STREAMS],
+            stamp: [0; STREAMS],
+            clock: 0,
+        }
+    }
+
+    /// Notes that stream `id` reads at page `at`: it consumed every page before it. A stream
+    /// that moved back (a seek) consumed only what lies before its new place.
+    pub fn note(&mut self, id: usize, at: u64) {
+        if id == 0 {
+            return;
+        }
+        self.clock = self.clock.wrapping_add(1);
+        let mut slot = 0;
+        for i in 0..STREAMS {
+            if self.ids[i] == id {
+                slot = i;
+                break;
+            }
+            if self.stamp[i] < self.stamp[slot] {
+                slot = i;
+            }
+        }
+        self.ids[slot] = id;
+        self.at[slot] = at;
+        self.stamp[slot] = self.clock;
+    }
+
+    /// Whether stream `id` read past the `pages` pages from `index` when it was last noted.
+    pub fn consumed(&self, id: usize, index: u64, pages: u64) -> bool {
+        if id == 0 {
+            return false;
+        }
+        let Some(i) = self.ids.iter().position(|&s| s == id) else {
+            return false;
+        };
+        index.saturating_add(pages) <= self.at[i]
+    }
+}
+
+impl Default for Consumed {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// How a partition of `limit` pages stays within its limit while readers seldom evict.

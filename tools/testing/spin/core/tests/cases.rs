@@ -57,6 +57,7 @@ cases!(
     partition_holds_busy_pages,
     partition_watermarks_order,
     partition_reserves_windows,
+    partition_consumed_streams,
     readahead_leg_reserve,
     readahead_leg_in_window,
     readahead_bridge_range,

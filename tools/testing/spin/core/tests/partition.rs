@@ -108,6 +108,7 @@ proptest! {
             prop_assert_eq!(p.queued(), sum(&model));
             prop_assert_eq!(p.pages(), sum(&model) + held);
             prop_assert_eq!(p.len(), model.len());
+            prop_assert_eq!(p.peek(&slots), model.front().copied());
         }
         // Rebuilding into a smaller ring (as the kernel does when the limit changes) keeps, in
         // order, what the same FIFO rule keeps; entries larger than the new limit are refused.
