@@ -477,6 +477,12 @@ impl Request<'_> {
         unsafe { bindings::spin_file_io_pages(self.file()) as u64 }
     }
 
+    /// The id of the stream the request belongs to: its open file, never 0. Two readers of one
+    /// file through two opens are two streams; the id is only compared, never dereferenced.
+    pub(crate) fn stream_id(&self) -> usize {
+        self.file() as usize
+    }
+
     /// Notes in the file's read-ahead state that a read into GPU memory ended at `pos`.
     pub(crate) fn set_prev_pos(&self, pos: i64) {
         // SAFETY: The file is valid (type invariant).

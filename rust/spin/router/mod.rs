@@ -347,6 +347,12 @@ struct Ctx<'r, 'a> {
     /// Page-cache legs are read uncached, their read-ahead kept in the GPU read-ahead
     /// partition (`auto` mode, on a filesystem that supports uncached reads).
     ra: bool,
+    /// The file's read-ahead state at the request's start, for [`Ctx::prefetch`];
+    /// [`Stream::OFF`] unless GPU read-ahead is on for the request.
+    stream: Stream,
+    /// The GPU read-ahead partition's limit, read once per request; 0 unless GPU read-ahead
+    /// is on for the request.
+    limit: u64,
     bytes_pc: u64,
     bytes_p2p: u64,
     segs: u32,
@@ -424,6 +430,9 @@ impl Ctx<'_, '_> {
     ) -> Result<(usize, Option<RaWindow>)> {
         let first = pos as u64 / PAGE_SIZE as u64;
         let last = (pos as u64 + len.max(1) as u64 - 1) / PAGE_SIZE as u64;
+        // Read again, not taken from the request's start: a bridge or an earlier leg of the
+        // request may have moved the window since, and the reservation must cover the
+        // window's size as the leg will find it.
         let (stream, _) = self.req.stream();
         let io_pages = self.req.io_pages();
         let pages = sched::readahead::leg_reserve(&stream, io_pages, last - first + 1);
@@ -433,7 +442,7 @@ impl Ctx<'_, '_> {
         let (r, win) = self.req.sub_read_ra(pos, addr, len, defer);
         let mut pages = 0;
         if win.moved {
-            pages += readahead::admit(self.req, &self.info, &win, &mut res);
+            pages += readahead::admit(self.req, &self.info, &win, first, &mut res);
         }
         if defer && win.moved && first < win.start {
             // The pages from the leg up to the new window (admitted above) were admitted with
@@ -445,7 +454,7 @@ impl Ctx<'_, '_> {
                     nr: win.start - first,
                     ..win
                 };
-                pages += readahead::admit(self.req, &self.info, &before, &mut res);
+                pages += readahead::admit(self.req, &self.info, &before, first, &mut res);
             }
         }
         drop(res);
@@ -494,15 +503,9 @@ impl Ctx<'_, '_> {
     /// comes back short (the page was evicted meanwhile, or another reader moved the stream),
     /// the rest takes the full path.
     ///
-    /// `limit` is the GPU read-ahead partition's limit, read once per request.
-    fn prefetch(
-        &mut self,
-        stream: &Stream,
-        limit: u64,
-        pos: i64,
-        addr: usize,
-        len: usize,
-    ) -> Result<usize> {
+    /// The stream is the file's read-ahead state at the request's start ([`Ctx::stream`]).
+    fn prefetch(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
+        let stream = &self.stream;
         let page = PAGE_SIZE as u32;
         let mut n = 0;
         if sched::readahead::same_page(stream.prev_pos, pos as u64, len as u64, page) {
@@ -513,7 +516,7 @@ impl Ctx<'_, '_> {
                 return Ok(n);
             }
         }
-        match self.prefetch_ra(stream, limit, pos + n as i64, addr + n, len - n) {
+        match self.prefetch_ra(pos + n as i64, addr + n, len - n) {
             Ok(m) => Ok(n + m),
             Err(_) if n > 0 => Ok(n),
             Err(e) => Err(e),
@@ -522,17 +525,11 @@ impl Ctx<'_, '_> {
 
     /// The full path of [`Ctx::prefetch`]: a bridge if the stream needs one, then the leg with
     /// read-ahead.
-    fn prefetch_ra(
-        &mut self,
-        stream: &Stream,
-        limit: u64,
-        pos: i64,
-        addr: usize,
-        len: usize,
-    ) -> Result<usize> {
+    fn prefetch_ra(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
         let first = pos as u64 / PAGE_SIZE as u64;
         let page = PAGE_SIZE as u32;
-        let lead = readahead::bridge_lead(limit, stream.ra_pages);
+        let stream = &self.stream;
+        let lead = readahead::bridge_lead(self.limit, stream.ra_pages);
         let look = sched::readahead::bridge(stream, pos as u64, len as u64, lead, page);
         if let Some((from, end)) = look {
             let pages = readahead::bridge(self.req, &self.info, first, from, end, lead);
@@ -598,24 +595,27 @@ fn route_gpu(
     }
     // GPU read-ahead is decided first: a small sequential read goes through the page cache
     // whatever the P2P path, so it does not pay for the path and alignment checks.
-    // The partition's limit is read once per request (an atomic read is a call here); 0 turns
-    // GPU read-ahead off.
-    let limit = readahead::limit();
-    let (ra, prefetch) = if reason == Fallback::None && mode == Mode::Auto && limit != 0 {
-        let (stream, dontcache) = req.stream();
-        let page = PAGE_SIZE as u32;
-        let small_seq = sched::readahead::prefetch(&stream, pos as u64, len as u64, page);
-        (dontcache, (dontcache && small_seq).then_some(stream))
+    // The partition's limit is read once per request (an atomic read is a call here), and
+    // only by a request that may use it; 0 turns GPU read-ahead off.
+    let limit = if reason == Fallback::None && mode == Mode::Auto {
+        readahead::limit()
     } else {
-        (false, None)
+        0
     };
-    if reason == Fallback::None && prefetch.is_none() {
+    let (stream, ra) = if limit != 0 {
+        req.stream()
+    } else {
+        (Stream::OFF, false)
+    };
+    let page = PAGE_SIZE as u32;
+    let prefetch = ra && sched::readahead::prefetch(&stream, pos as u64, len as u64, page);
+    if reason == Fallback::None && !prefetch {
         if let Some(member) = refused {
             reason = Fallback::Distance;
             info.member = member;
         }
     }
-    if reason == Fallback::None && prefetch.is_none() {
+    if reason == Fallback::None && !prefetch {
         // The P2P legs start at aligned file offsets; their GPU addresses move in lockstep.
         let first = (pos as u64).next_multiple_of(u64::from(info.offset_align));
         let gpu = (addr as u64).wrapping_add(first - pos as u64);
@@ -634,14 +634,16 @@ fn route_gpu(
         info,
         account,
         ra: ra && reason == Fallback::None,
+        stream,
+        limit,
         bytes_pc: 0,
         bytes_p2p: 0,
         segs: 0,
     };
     let result = if reason != Fallback::None {
         ctx.copy(pos, addr, len)
-    } else if let Some(stream) = prefetch {
-        ctx.prefetch(&stream, limit, pos, addr, len)
+    } else if prefetch {
+        ctx.prefetch(pos, addr, len)
     } else {
         ctx.cached_first(pos, addr, len)
     };

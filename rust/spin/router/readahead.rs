@@ -30,12 +30,14 @@
 //!
 //! Above 11/16 of the limit ([`Watermarks`]) an admission wakes the [`Evictor`], which evicts
 //! the oldest entries, the pages the streams consumed first, down to half the limit on an
-//! unbound workqueue, away from the readers: it takes 16 entries at a time out of the books and
-//! evicts them with the partition released, the folios of one file under one hold of its page
-//! cache's locks (`filemap_evict_dropbehind_batch()`). The cached prefix copied before a
-//! schedule (no I/O), and what every leg copies before it reads, leave them too. Other
-//! page-cache legs (the edges and uncached runs of a schedule, whose read-ahead may be no
-//! window) drop the folios they read themselves.
+//! unbound workqueue, away from the readers, and below that while the oldest entry is one its
+//! stream has read past ([`Consumed`]: where each stream was when it last admitted, noted in
+//! [`admit`]), at most a quarter of the limit per batch. It takes 16 entries at a time out of
+//! the books and evicts them with the partition released, the folios of one file under one
+//! hold of its page cache's locks (`filemap_evict_dropbehind_batch()`). The cached prefix
+//! copied before a schedule (no I/O), and what every leg copies before it reads, leave them
+//! too. Other page-cache legs (the edges and uncached runs of a schedule, whose read-ahead may
+//! be no window) drop the folios they read themselves.
 //!
 //! A stream that runs through cached pages leaves the page cache's window behind; [`bridge`]
 //! reads a window ahead from the first page it would miss (`spin_ra_bridge()`), admitted like
@@ -76,7 +78,7 @@
 //! See Documentation/spin/readahead.rst.
 
 use super::glue::{self, Evict, FileInfo, RaFolio, RaWindow, Request};
-use crate::sched::readahead::{Partition, Reserve, Watermarks, Weighted};
+use crate::sched::readahead::{Consumed, Partition, Reserve, Watermarks, Weighted};
 use core::fmt::Write;
 use kernel::{
     prelude::*,
@@ -95,17 +97,19 @@ use kernel::{
 /// The default size of the partition in pages (SPIN's default).
 pub(crate) const DEFAULT_PAGES: u64 = 512;
 
-/// The largest size the knob accepts: 1 GiB of 4 KiB pages; the entries take 32 bytes per page
+/// The largest size the knob accepts: 1 GiB of 4 KiB pages; the entries take 40 bytes per page
 /// of the limit.
 pub(crate) const MAX_PAGES: u64 = 1 << 18;
 
-/// A folio of the partition, remembered without a reference.
+/// A folio of the partition, remembered without a reference, and the stream that read it
+/// ahead ([`Request::stream_id`]).
 #[derive(Clone, Copy, Default)]
 struct Entry {
     pfn: usize,
     mapping: usize,
     index: u64,
     pages: u64,
+    stream: usize,
 }
 
 impl Weighted for Entry {
@@ -148,13 +152,14 @@ impl Held {
 }
 
 /// The partition's books and reservations, bounded by the limit, the slots its entries live in
-/// (one per page of the limit), the entries held busy, the watermarks of the limit, the
-/// background evictor and the retrier of held entries.
+/// (one per page of the limit), the entries held busy, the watermarks of the limit, where the
+/// streams that admit read, the background evictor and the retrier of held entries.
 struct Part {
     books: Partition,
     slots: KVVec<Entry>,
     held: Held,
     marks: Watermarks,
+    consumed: Consumed,
     evictor: Option<Arc<Evictor>>,
     retrier: Option<Arc<Retrier>>,
 }
@@ -170,10 +175,12 @@ global_lock! {
                 mapping: 0,
                 index: 0,
                 pages: 0,
+                stream: 0,
             }; HELD_MAX],
             len: 0,
         },
         marks: Watermarks::new(0),
+        consumed: Consumed::new(),
         evictor: None,
         retrier: None,
     };
@@ -232,11 +239,26 @@ impl WorkItem for Evictor {
                 books,
                 slots,
                 marks,
+                consumed,
                 ..
             } = &mut *part;
-            // The entries taken out stay counted (held) until settled.
+            // The entries taken out stay counted (held) until settled. Down to the target,
+            // then on while the oldest entry is one its stream read past (consumed first, of
+            // no more use): a lead's worth of pages at most per batch, so that what the
+            // evictor holds leaves the readers' reservations room.
             let mut over = books.pages().saturating_sub(marks.target);
-            while n < EVICT_BATCH && over > 0 {
+            let mut past = 0;
+            while n < EVICT_BATCH {
+                if over == 0 {
+                    let Some(e) = books.peek(slots) else {
+                        break;
+                    };
+                    let pages = e.pages.max(1);
+                    if past + pages > marks.lead || !consumed.consumed(e.stream, e.index, pages) {
+                        break;
+                    }
+                    past += pages;
+                }
                 let Some(e) = books.pop_held(slots) else {
                     break;
                 };
@@ -244,8 +266,11 @@ impl WorkItem for Evictor {
                 batch[n] = e;
                 n += 1;
             }
-            more = over > 0 && !books.is_empty();
+            more = n == EVICT_BATCH && !books.is_empty();
             drop(part);
+            if past != 0 {
+                STATS.consumed_first.add(past, Relaxed);
+            }
             done += n;
             evict_batch(&batch[..n], &mut res[..n]);
             dropped += settle(&batch[..n], &res[..n]);
@@ -409,6 +434,7 @@ struct Stats {
     bridged: Atomic<u64>,
     unreserved: Atomic<u64>,
     no_room: Atomic<u64>,
+    consumed_first: Atomic<u64>,
 }
 
 static STATS: Stats = Stats {
@@ -423,6 +449,7 @@ static STATS: Stats = Stats {
     bridged: Atomic::new(0),
     unreserved: Atomic::new(0),
     no_room: Atomic::new(0),
+    consumed_first: Atomic::new(0),
 };
 
 /// Sets the partition up with [`DEFAULT_PAGES`]; called once from module init.
@@ -625,11 +652,13 @@ pub(crate) fn reserve(pages: u64) -> Option<Reservation> {
 /// Admits the dropbehind folios of `win`, read ahead during a page-cache leg of `req` into GPU
 /// memory, into the partition, out of the leg's reservation `res`; returns the pages admitted.
 /// Pages beyond the reservation evict the oldest entries to make room and are counted in
-/// `ra_pages_unreserved`.
+/// `ra_pages_unreserved`. The leg's stream reads at page `at`: it consumed the pages before,
+/// which the [`Evictor`] may then drop past its target ([`Consumed`]).
 pub(crate) fn admit(
     req: &Request<'_>,
     info: &FileInfo,
     win: &RaWindow,
+    at: u64,
     res: &mut Reservation,
 ) -> u64 {
     // `ra_collect()` first drains this CPU's LRU batches, where the window's folios wait: a
@@ -640,6 +669,8 @@ pub(crate) fn admit(
     let end = win.start.saturating_add(win.nr);
     let (mut admitted, mut evicted, mut beyond) = (0u64, 0u64, 0u64);
     let mut wake = None;
+    let stream = req.stream_id();
+    let mut noted = false;
     loop {
         let n = req.ra_collect(&mut index, end, &mut folios);
         if n == 0 {
@@ -651,15 +682,21 @@ pub(crate) fn admit(
             slots,
             held,
             marks,
+            consumed,
             evictor,
             retrier,
         } = &mut *part;
+        if !noted {
+            consumed.note(stream, at);
+            noted = true;
+        }
         for f in &folios[..n] {
             let e = Entry {
                 pfn: f.pfn,
                 mapping: win.mapping,
                 index: f.index,
                 pages: f.pages,
+                stream,
             };
             beyond += res.take(books, e.pages.max(1));
             let (kept, dropped) = put(books, slots, held, e);
@@ -718,7 +755,7 @@ pub(crate) fn bridge(
         return 0;
     };
     STATS.bridged.add(1, Relaxed);
-    admit(req, info, &win, &mut res)
+    admit(req, info, &win, first, &mut res)
 }
 
 /// How far ahead of a stream through cached pages a bridged window is read, in pages
@@ -749,7 +786,8 @@ pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
     writeln!(f, "ra_pages_gone {}", v(&STATS.gone))?;
     writeln!(f, "ra_windows_bridged {}", v(&STATS.bridged))?;
     writeln!(f, "ra_pages_unreserved {}", v(&STATS.unreserved))?;
-    writeln!(f, "ra_legs_no_room {}", v(&STATS.no_room))
+    writeln!(f, "ra_legs_no_room {}", v(&STATS.no_room))?;
+    writeln!(f, "ra_pages_consumed_first {}", v(&STATS.consumed_first))
 }
 
 /// The limit, for `/sys/kernel/spin/ra_partition_pages`; 0 if GPU read-ahead is off. The router
