@@ -57,11 +57,17 @@ def build_plugin(out):
 
 
 def demangle(names):
-    """Rust v0 and C names, shortened: the last two path components of a Rust symbol."""
-    out = {}
-    for n in names:
-        m = re.findall(r"\d+([A-Za-z_][A-Za-z0-9_]*)", n[3:]) if n.startswith("_R") else None
-        out[n] = "rust:" + "::".join(p for p in m[-3:] if not p.startswith("Cs")) if m else n
+    """Rust v0 symbols demangled by binutils' c++filt, the crates' hashes dropped
+    (rust:spin::router::route); C names as they are."""
+    out = {n: n for n in names}
+    rust = sorted(n for n in names if n.startswith("_R"))
+    if rust:
+        r = subprocess.run(["c++filt"], input="\n".join(rust) + "\n",
+                           capture_output=True, text=True, check=True)
+        lines = r.stdout.splitlines()
+        if len(lines) == len(rust):
+            for n, d in zip(rust, lines):
+                out[n] = "rust:" + re.sub(r"\[[0-9a-f]+\]", "", d)
     return out
 
 
