@@ -617,10 +617,11 @@ fn route_gpu(
     }
     if reason == Fallback::None && !prefetch {
         // The P2P legs start at aligned file offsets; their GPU addresses move in lockstep.
-        let first = (pos as u64).next_multiple_of(u64::from(info.offset_align));
-        let gpu = (addr as u64).wrapping_add(first - pos as u64);
+        let align = u64::from(info.offset_align);
         let mem_align = u64::from(info.mem_align.max(1));
-        if mem_align > u64::from(info.offset_align) || gpu % mem_align != 0 {
+        let gpu = plan::align_up(pos as u64, align)
+            .map(|first| (addr as u64).wrapping_add(first - pos as u64));
+        if mem_align > align || !gpu.is_some_and(|gpu| plan::is_aligned(gpu, mem_align)) {
             reason = Fallback::Misaligned;
         }
     }

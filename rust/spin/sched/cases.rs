@@ -551,6 +551,20 @@ pub fn overlap_not_worse_than_additive() -> Result<(), CaseError> {
 
 /// The P2P window is the request rounded inwards to the alignment; no whole block, no window.
 pub fn plan_window_rounds_inwards() -> Result<(), CaseError> {
+    // The alignment helpers: masks for powers of two, the same answers otherwise.
+    for (x, a, up) in [
+        (0, 512, 0),
+        (1, 512, 512),
+        (512, 512, 512),
+        (513, 4096, 4096),
+    ] {
+        check!(plan::align_up(x, a) == Some(up) && plan::is_aligned(up, a));
+    }
+    check!(plan::align_up(7, 0) == Some(7) && plan::is_aligned(7, 0) && plan::is_aligned(7, 1));
+    check!(plan::align_up(7, 6) == Some(12) && plan::is_aligned(12, 6) && !plan::is_aligned(8, 6));
+    check!(!plan::is_aligned(513, 512) && !plan::is_aligned(4097, 4096));
+    check!(plan::align_up(u64::MAX, 512).is_none() && plan::align_up(u64::MAX, 6).is_none());
+    check!(plan::align_up(u64::MAX - 511, 512) == Some(u64::MAX - 511));
     check!(ok!(plan::window(0, 1, 512, 4096)).is_none());
     check!(ok!(plan::window(100, 900, 512, 4096)).is_none());
     check!(ok!(plan::window(0, 0, 512, 4096)).is_none());

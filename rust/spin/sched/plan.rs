@@ -60,6 +60,30 @@ pub struct Window {
     pub pages: u64,
 }
 
+/// `x` rounded up to a multiple of `align` (0 is taken as 1), `None` on overflow: a mask for a
+/// power of two, as direct-I/O alignments are, not the 64-bit division the router would
+/// otherwise pay on every request it may send by P2P.
+#[inline]
+pub fn align_up(x: u64, align: u64) -> Option<u64> {
+    let align = align.max(1);
+    if align.is_power_of_two() {
+        Some(x.checked_add(align - 1)? & !(align - 1))
+    } else {
+        x.checked_next_multiple_of(align)
+    }
+}
+
+/// Whether `x` is a multiple of `align` (0 is taken as 1); a mask for a power of two.
+#[inline]
+pub fn is_aligned(x: u64, align: u64) -> bool {
+    let align = align.max(1);
+    if align.is_power_of_two() {
+        x & (align - 1) == 0
+    } else {
+        x % align == 0
+    }
+}
+
 /// Returns the window of the request `[pos, pos + len)` for direct-I/O alignment `align` and
 /// pages of `page` bytes, or `None` if the request holds no whole aligned block.
 pub fn window(pos: u64, len: u64, align: u32, page: u32) -> Result<Option<Window>, PlanError> {
