@@ -44,7 +44,10 @@
  * sequential reads, so that a slow mode does not take minutes), .model=default,
  * .cpuonly=1 (only step 1, also on a kernel without spin), .bps and .iops (the QEMU throttling, to
  * drain its burst; the Makefile passes them), .max_size (bytes: only the
- * cells of requests up to this size, for a quick look), .ra_limit (pages: writes
+ * cells of requests up to this size, for a quick look), .only_res (0, 50 or
+ * 100: only the cells of that residency; -1, the default, all: the fully
+ * resident cells do no device I/O, so that a boot under instruction counting
+ * measures them free of the host's noise), .ra_limit (pages: writes
  * /sys/kernel/spin/ra_partition_pages first, e.g. a partition larger than the file, so
  * that GPU read-ahead evicts nothing; the header says so), .norouter=1 (a self-test of the
  * bench on a kernel without the router: modes and counters are not touched,
@@ -94,10 +97,10 @@ static int nmodes = M_TOOL;	/* M_TOOL too with .model=both */
 static long long fit_model[4], tool_model[4];
 
 static struct {
-	long file_mib, rounds, max_rounds, budget_s, chunk_kib, cpu_rounds, tmax_ms;
+	long file_mib, rounds, max_rounds, budget_s, chunk_kib, cpu_rounds, tmax_ms, only_res;
 	long long bps, iops, max_size;
 	int cpuonly, model_default, model_tool, model_both, norouter;
-} opt = { 64, 5, 12, 1200, 1024, 16, 1000, 0, 0, 0, 0, 0, 0, 0, 0 };
+} opt = { 64, 5, 12, 1200, 1024, 16, 1000, -1, 0, 0, 0, 0, 0, 0, 0, 0 };
 
 static long long ra_limit = -1;	/* router_bench.ra_limit; -1: the partition as it is */
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
@@ -148,6 +151,9 @@ static void parse_opts(void)
 	opt.bps = cmdline_ll("bps", opt.bps);
 	opt.iops = cmdline_ll("iops", opt.iops);
 	opt.max_size = cmdline_ll("max_size", opt.max_size);
+	opt.only_res = cmdline_ll("only_res", opt.only_res);
+	if (opt.only_res != -1 && opt.only_res != 0 && opt.only_res != 50 && opt.only_res != 100)
+		die("router_bench.only_res=%ld: want 0, 50 or 100 (or -1: all)", opt.only_res);
 	opt.cpuonly = cmdline_ll("cpuonly", opt.cpuonly);
 	opt.norouter = cmdline_ll("norouter", opt.norouter);
 	ra_limit = cmdline_ll("ra_limit", ra_limit);
@@ -1090,10 +1096,10 @@ int main(void)
 		die("writing %s: %s", PATH, strerror(errno));
 
 	printf("rb-header kernel=%s disk=%s file_mib=%ld chunk=%zu rounds=%ld max_rounds=%ld "
-	       "budget_s=%ld cpu_rounds=%ld tmax_ms=%ld ra_kb=%s bps=%lld iops=%lld max_size=%lld model=%s "
-	       "cpuonly=%d router=%d heap=%d norouter=%d\n", release, disk, opt.file_mib, chunk,
-	       opt.rounds, opt.max_rounds, opt.budget_s, opt.cpu_rounds, opt.tmax_ms, ra,
-	       opt.bps, opt.iops, opt.max_size,
+	       "budget_s=%ld cpu_rounds=%ld tmax_ms=%ld ra_kb=%s bps=%lld iops=%lld max_size=%lld "
+	       "only_res=%ld model=%s cpuonly=%d router=%d heap=%d norouter=%d\n", release, disk,
+	       opt.file_mib, chunk, opt.rounds, opt.max_rounds, opt.budget_s, opt.cpu_rounds,
+	       opt.tmax_ms, ra, opt.bps, opt.iops, opt.max_size, opt.only_res,
 	       opt.model_default || opt.norouter ? "default" : opt.model_tool ? "tool" :
 	       opt.model_both ? "both" : "fit",
 	       opt.cpuonly, spin,
@@ -1140,7 +1146,8 @@ int main(void)
 		if (opt.max_size && size > (size_t)opt.max_size)
 			continue;
 		for (int r = 0; r < 3; r++)
-			cell_init(&cells[nc++], k >= NSEQ, size, residencies[r]);
+			if (opt.only_res < 0 || residencies[r] == opt.only_res)
+				cell_init(&cells[nc++], k >= NSEQ, size, residencies[r]);
 	}
 	printf("# [%4.0f s] matrix: %d cells x %d modes x %ld rounds (up to %ld for noisy cells "
 	       "within %ld s), file %ld MiB, 50%% = alternating %zu KiB chunks\n", elapsed(), nc,
