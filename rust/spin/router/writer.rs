@@ -142,11 +142,14 @@ pub(super) fn route(
     if reason == Fallback::None {
         // The body's GPU address moves in lockstep with its file offset.
         let gpu = (addr as u64).wrapping_add(first - at as u64);
-        if mem_align > align || gpu % mem_align != 0 {
+        if mem_align > align || !plan::is_aligned(gpu, mem_align) {
             reason = Fallback::Misaligned;
         }
     }
-    if reason == Fallback::None && append && (first % align != 0 || len as u64 % align != 0) {
+    if reason == Fallback::None
+        && append
+        && (!plan::is_aligned(first, align) || !plan::is_aligned(len as u64, align))
+    {
         reason = Fallback::Append;
     }
     account.write_request(reason);

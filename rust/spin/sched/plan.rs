@@ -92,10 +92,8 @@ pub fn window(pos: u64, len: u64, align: u32, page: u32) -> Result<Option<Window
     }
     let end = pos.checked_add(len).ok_or(PlanError::Overflow)?;
     let (align, page) = (u64::from(align), u64::from(page));
-    let start = pos
-        .checked_next_multiple_of(align)
-        .ok_or(PlanError::Overflow)?;
-    let end = end - end % align;
+    let start = align_up(pos, align).ok_or(PlanError::Overflow)?;
+    let end = end & !(align - 1);
     if start >= end {
         return Ok(None);
     }
@@ -118,10 +116,8 @@ pub fn body(pos: u64, len: u64, align: u64) -> Result<Option<(u64, u64)>, PlanEr
         return Err(PlanError::Geometry);
     }
     let end = pos.checked_add(len).ok_or(PlanError::Overflow)?;
-    let start = pos
-        .checked_next_multiple_of(align)
-        .ok_or(PlanError::Overflow)?;
-    let end = end - end % align;
+    let start = align_up(pos, align).ok_or(PlanError::Overflow)?;
+    let end = end & !(align - 1);
     Ok((start < end).then_some((start, end)))
 }
 
