@@ -32,7 +32,8 @@
 //! the oldest entries, the pages the streams consumed first, down to half the limit on an
 //! unbound workqueue, away from the readers, and below that while the oldest entry is one its
 //! stream has read past ([`Consumed`]: where each stream was when it last admitted, noted in
-//! [`admit`]), at most a quarter of the limit per batch. It takes 16 entries at a time out of
+//! [`admit`]), while all the pages it holds stay within a quarter of the limit (the room a
+//! reader's reservation needs beside them). It takes 16 entries at a time out of
 //! the books and evicts them with the partition released, the folios of one file under one
 //! hold of its page cache's locks (`filemap_evict_dropbehind_batch()`). The cached prefix
 //! copied before a schedule (no I/O), and what every leg copies before it reads, leave them
@@ -242,22 +243,33 @@ impl WorkItem for Evictor {
                 consumed,
                 ..
             } = &mut *part;
-            // The entries taken out stay counted (held) until settled. Down to the target,
-            // then on while the oldest entry is one its stream read past (consumed first, of
-            // no more use): a lead's worth of pages at most per batch, so that what the
-            // evictor holds leaves the readers' reservations room.
+            // The entries taken out stay counted (held) until settled, and a reservation
+            // finds no room while held pages alone fill the limit (`Reserve::NoRoom`): so all
+            // the pages held, this batch's and those kept busy, stay a lead below the limit,
+            // and a batch stopped there goes on in the next once this one is settled. Down
+            // to the target; then on while the oldest entry is one its stream read past
+            // (consumed first, of no more use) and the held pages stay within a lead.
             let mut over = books.pages().saturating_sub(marks.target);
-            let mut past = 0;
+            let (mut past, mut capped) = (0, false);
+            let room = books.limit().saturating_sub(marks.lead);
             while n < EVICT_BATCH {
+                let Some(e) = books.peek(slots) else {
+                    break;
+                };
+                let pages = e.pages.max(1);
+                let held = books.held();
                 if over == 0 {
-                    let Some(e) = books.peek(slots) else {
+                    if !consumed.consumed(e.stream, e.index, pages) {
                         break;
-                    };
-                    let pages = e.pages.max(1);
-                    if past + pages > marks.lead || !consumed.consumed(e.stream, e.index, pages) {
+                    }
+                    if held + pages > marks.lead {
+                        capped = true;
                         break;
                     }
                     past += pages;
+                } else if held != 0 && held + pages > room {
+                    capped = true;
+                    break;
                 }
                 let Some(e) = books.pop_held(slots) else {
                     break;
@@ -266,7 +278,9 @@ impl WorkItem for Evictor {
                 batch[n] = e;
                 n += 1;
             }
-            more = n == EVICT_BATCH && !books.is_empty();
+            // A batch stopped by the cap goes on in the next one, once this one's pages are
+            // settled; unless it took nothing (the held pages are others', kept busy).
+            more = (n == EVICT_BATCH || (capped && n != 0)) && !books.is_empty();
             drop(part);
             if past != 0 {
                 STATS.consumed_first.add(past, Relaxed);
