@@ -93,7 +93,10 @@ bench-gpumem: tree
 # (vm.py --icount CPU_ICOUNT, ~2.5 min each), where cached reads repeat within 0.1% however
 # busy the host is; CPU_ICOUNT= keeps it in the matrix boot, on the host's clock.
 # SPIN_VM_ICOUNT=N runs the matrix under instruction counting too (see README.md).
+# The fully resident cells (no device I/O, CPU-bound) run again in a boot of their own under
+# instruction counting (CACHED_ICOUNT, ~5 min; empty: none), their verdict in the report.
 CPU_ICOUNT  ?= 2
+CACHED_ICOUNT ?= $(CPU_ICOUNT)
 ROUTER_BPS  ?= 180000000
 ROUTER_IOPS ?= 2000
 ROUTER_OUT  := $(BUILD)/bench-router
@@ -113,13 +116,17 @@ NOSPIN_KERNEL = mkdir -p $(NOSPIN_OBJ) && \
 	KOBJ=$(NOSPIN_OBJ) FRAGMENT=$(NOSPIN_OBJ)/nospin.config $(SCRIPTS)/build-kernel.sh
 
 bench-router: tree
-	@rm -rf $(ROUTER_OUT)/nospin $(ROUTER_OUT)/cpu
+	@rm -rf $(ROUTER_OUT)/nospin $(ROUTER_OUT)/cpu $(ROUTER_OUT)/cached
 	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && \
 		$(if $(NOSPIN),$(NOSPIN_KERNEL) &&) \
 		{ $(ROUTER_VM) --out $(ROUTER_OUT) \
 			--append "$(if $(CPU_ICOUNT),router_bench.cpu_rounds=0 )$(ROUTER_ARGS)" || rc=$$?; \
 		$(if $(CPU_ICOUNT),$(ROUTER_VM) --icount $(CPU_ICOUNT) --out $(ROUTER_OUT)/cpu \
 			--append "$(ROUTER_ARGS) router_bench.cpuonly=1" || rc=$$?;) \
+		$(if $(CACHED_ICOUNT),$(ROUTER_VM) --icount $(CACHED_ICOUNT) --out $(ROUTER_OUT)/cached \
+			--append "$(ROUTER_ARGS) router_bench.only_res=100 router_bench.cpu_rounds=0 \
+			$$($(PY) $(REPO)/tools/testing/spin/bench/router_report.py --fit-args $(ROUTER_OUT))" \
+			|| rc=$$?;) \
 		$(if $(NOSPIN),$(ROUTER_VM) $(if $(CPU_ICOUNT),--icount $(CPU_ICOUNT)) \
 			--out $(ROUTER_OUT)/nospin --kernel $(NOSPIN_OBJ)/arch/x86/boot/bzImage \
 			--append "$(ROUTER_ARGS) router_bench.cpuonly=1" || rc=$$?;) \

@@ -42,7 +42,10 @@
  * of its own under instruction counting makes it), .chunk_kib (1024),
  * .tmax_ms (1000: a timed run stops after this, at a chunk-pair boundary for
  * sequential reads, so that a slow mode does not take minutes), .model=default,
- * .cpuonly=1 (only step 1, also on a kernel without spin), .bps and .iops (the QEMU throttling, to
+ * .fit=s_cutoff,c_p2p_ns,bw_p2p,bw_pc (the model an earlier run fitted, written
+ * instead of fitting: make bench-router's boot under instruction counting takes
+ * the timed boot's), .cpuonly=1 (only step 1, also on a kernel without
+ * spin), .bps and .iops (the QEMU throttling, to
  * drain its burst; the Makefile passes them), .max_size (bytes: only the
  * cells of requests up to this size, for a quick look), .only_res (0, 50 or
  * 100: only the cells of that residency; -1, the default, all: the fully
@@ -103,6 +106,8 @@ static struct {
 } opt = { 64, 5, 12, 1200, 1024, 16, 1000, -1, 0, 0, 0, 0, 0, 0, 0, 0 };
 
 static long long ra_limit = -1;	/* router_bench.ra_limit; -1: the partition as it is */
+static long long given_fit[4];	/* router_bench.fit: a fit of an earlier run */
+static int have_fit;
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
 static size_t file_len, chunk;
 static int setup_fd = -1, raw_fd = -1;
@@ -165,6 +170,17 @@ static void parse_opts(void)
 		die("router_bench.model=%s: want fit (the default), default, tool or both", model);
 	if (opt.model_both && !opt.norouter)
 		nmodes = NMODES;
+	if (cmdline_opt("fit")) {
+		const char *f = cmdline_opt("fit");
+		int end = 0;
+
+		if (opt.model_default || opt.model_tool || opt.model_both ||
+		    sscanf(f, "%lld,%lld,%lld,%lld%n", &given_fit[0], &given_fit[1],
+			   &given_fit[2], &given_fit[3], &end) != 4 || f[end] ||
+		    given_fit[0] < 0 || given_fit[1] <= 0 || given_fit[2] <= 0 || given_fit[3] <= 0)
+			die("router_bench.fit=%s: want s_cutoff,c_p2p_ns,bw_p2p,bw_pc", f);
+		have_fit = 1;
+	}
 	if (opt.file_mib < 16 || opt.file_mib > 512 || opt.file_mib % 8)
 		die("router_bench.file_mib=%ld: want a multiple of 8 in 16..512", opt.file_mib);
 	if (opt.max_rounds < opt.rounds)
@@ -622,6 +638,28 @@ static void calibrate(void)
 	long long old[4], fit[4];
 
 	read_model(old);
+	if (have_fit) {
+		/*
+		 * The fit of an earlier run (make bench-router's instruction-counted
+		 * boot takes the timed boot's: p2p mode's times mean nothing there).
+		 */
+		long long got[4];
+
+		printf("rb-calib");
+		for (int i = 0; i < 4; i++)
+			printf(" default_%s=%lld fit_%s=%lld", model_attr[i], old[i],
+			       model_attr[i], given_fit[i]);
+		printf(" used=given\n");
+		if (opt.norouter)
+			return;
+		write_model(given_fit);
+		read_model(got);
+		for (int i = 0; i < 4; i++)
+			if (got[i] != given_fit[i])
+				die("%s reads %lld after writing %lld", model_attr[i], got[i],
+				    given_fit[i]);
+		return;
+	}
 	printf("# [%4.0f s] fitting the cost model to the rig (p2p and pagecache modes)\n",
 	       elapsed());
 	read_counters(&c0);
