@@ -595,6 +595,18 @@ static void write_model(const long long v[4])
 	}
 }
 
+/* Writes @v to the disk's model and checks that it reads back. */
+static void write_model_checked(const long long v[4])
+{
+	long long got[4];
+
+	write_model(v);
+	read_model(got);
+	for (int i = 0; i < 4; i++)
+		if (got[i] != v[i])
+			die("%s reads %lld after writing %lld", model_attr[i], got[i], v[i]);
+}
+
 /* Median seconds per call of reads of @s bytes at random aligned offsets. */
 static double call_time(int mode, size_t s, int calls, int res)
 {
@@ -643,21 +655,13 @@ static void calibrate(void)
 		 * The fit of an earlier run (make bench-router's instruction-counted
 		 * boot takes the timed boot's: p2p mode's times mean nothing there).
 		 */
-		long long got[4];
-
 		printf("rb-calib");
 		for (int i = 0; i < 4; i++)
 			printf(" default_%s=%lld fit_%s=%lld", model_attr[i], old[i],
 			       model_attr[i], given_fit[i]);
 		printf(" used=given\n");
-		if (opt.norouter)
-			return;
-		write_model(given_fit);
-		read_model(got);
-		for (int i = 0; i < 4; i++)
-			if (got[i] != given_fit[i])
-				die("%s reads %lld after writing %lld", model_attr[i], got[i],
-				    given_fit[i]);
+		if (!opt.norouter)
+			write_model_checked(given_fit);
 		return;
 	}
 	printf("# [%4.0f s] fitting the cost model to the rig (p2p and pagecache modes)\n",
@@ -748,14 +752,7 @@ static void calibrate(void)
 		memcpy(fit_model, fit, sizeof(fit_model));
 		write_model(fit);
 	} else if (!opt.model_default && !opt.norouter) {
-		long long got[4];
-
-		write_model(fit);
-		read_model(got);
-		for (int i = 0; i < 4; i++)
-			if (got[i] != fit[i])
-				die("%s reads %lld after writing %lld", model_attr[i], got[i],
-				    fit[i]);
+		write_model_checked(fit);
 	}
 }
 
