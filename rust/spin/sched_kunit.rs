@@ -15,7 +15,7 @@ mod tests {
     use kernel::prelude::*;
 
     /// Number of wrappers below; must equal `cases::CASES.len()`.
-    const WRAPPED: usize = 36;
+    const WRAPPED: usize = 37;
 
     /// Logs where a case failed; KTAP names the case.
     fn report(result: Result<(), CaseError>) -> Result<(), CaseError> {
@@ -186,6 +186,11 @@ mod tests {
     #[test]
     fn partition_reserves_windows() -> Result<(), CaseError> {
         report(cases::partition_reserves_windows())
+    }
+
+    #[test]
+    fn params_copy_first_max() -> Result<(), CaseError> {
+        report(cases::params_copy_first_max())
     }
 
     #[test]

@@ -543,13 +543,15 @@ impl Ctx<'_, '_> {
         r.map(|(n, _)| n)
     }
 
-    /// Schedules a read that may go by P2P. In `auto` mode one below `S_cutoff` first copies
-    /// what is cached from its start, with no I/O and no plan: a request wholly cached is then
-    /// done by one copy, as in `pagecache` mode, and a cached run that short never goes by P2P
-    /// in a schedule either (SPIN §4.3.1). The rest is planned on its residency.
+    /// Schedules a read that may go by P2P. In `auto` mode one below
+    /// [`sched::Params::copy_first_max`] (`S_cutoff`, or what is copied in an eighth of
+    /// `C_p2p`) first copies what is cached from its start, with no I/O and no plan: a request
+    /// wholly cached is then done by one copy, as in `pagecache` mode, without a residency
+    /// lookup; a partly cached one loses at most the overlap of that copy with its P2P legs.
+    /// The rest is planned on its residency.
     fn cached_first(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
         let mut n = 0;
-        if self.mode == Mode::Auto && (len as u64) < self.params.s_cutoff() {
+        if self.mode == Mode::Auto && (len as u64) < self.params.copy_first_max() {
             n = self.req.sub_read_noio(pos, addr, len, self.ra)?;
             self.done(pos, n, false);
             if n == len {

@@ -63,6 +63,7 @@ pub type Case = (&'static str, fn() -> Result<(), CaseError>);
 pub const CASES: &[Case] = &[
     ("params_paper_and_gen4", params_paper_and_gen4),
     ("params_reject_inconsistent", params_reject_inconsistent),
+    ("params_copy_first_max", params_copy_first_max),
     ("params_reject_out_of_range", params_reject_out_of_range),
     ("t_p2p_is_a_subadditive_hinge", t_p2p_is_a_subadditive_hinge),
     (
@@ -147,6 +148,22 @@ pub fn params_paper_and_gen4() -> Result<(), CaseError> {
     check!(g.a() == 630_154);
     check!(g.flat_pages() == 31);
     check!(g.t_p2p(32) == g.c() + 32 * g.a() - g.b());
+    Ok(())
+}
+
+/// The copy-first bound is `S_cutoff`, or the whole pages copied in `C_p2p / 8` when more.
+pub fn params_copy_first_max() -> Result<(), CaseError> {
+    // Gen4: 80 us / 8 copies 24.4 pages (409.6 ns each), below S_cutoff = 128 KiB.
+    check!(gen4()?.copy_first_max() == 128 * 1024);
+    check!(paper()?.copy_first_max() == 512 * 1024);
+    // A fit with no flat region (S_cutoff 0): 267 us / 8 copies 5.18 pages at 636 MB/s.
+    let fit = ok!(Params::new(4096, 0, 266_999, 184_546_156, 636_364_392));
+    check!(fit.copy_first_max() == 5 * 4096);
+    // The queue-depth term does not change it: one leg still pays all of C_p2p alone.
+    check!(ok!(fit.with_overlap(MAX_OVERLAP)).copy_first_max() == 5 * 4096);
+    // A copy slower than C_p2p / 8 per page: no whole page.
+    let slow = ok!(Params::new(4096, 0, 1_000, 1_000_000_000, 1_000_000_000));
+    check!(slow.copy_first_max() == 0);
     Ok(())
 }
 

@@ -97,6 +97,8 @@ pub struct Params {
     serial: Model,
     /// The model with [`Params::overlap`]: `serial` itself without overlap.
     model: Model,
+    /// [`Params::copy_first_max`], derived once: a router reads it per request.
+    copy_first: u64,
 }
 
 /// Divides, rounding to the nearest integer; `d` must not be zero.
@@ -135,6 +137,7 @@ impl Params {
             return Err(ParamError::Bandwidth);
         }
         let model = derive_model(u64::from(page_size), s_cutoff, c_p2p_ns, bw_p2p, bw_pc)?;
+        let pages = model.c() / COPY_FIRST_SHARE.saturating_mul(model.pc()).max(1);
         Ok(Self {
             page_size,
             s_cutoff,
@@ -144,6 +147,7 @@ impl Params {
             overlap: NO_OVERLAP,
             serial: model,
             model,
+            copy_first: s_cutoff.max(pages.saturating_mul(u64::from(page_size))),
         })
     }
 
@@ -222,7 +226,25 @@ impl Params {
     pub fn max_request_pages(&self) -> u64 {
         MAX_REQUEST_BYTES / u64::from(self.page_size)
     }
+
+    /// The largest request, in bytes, that may be served by first copying what is cached from
+    /// its start, with no residency lookup and no plan, and planning only the rest: at least
+    /// `S_cutoff` (SPIN §4.3.1: a cached run that short never goes by P2P), and as many whole
+    /// pages as are copied in `C_p2p / COPY_FIRST_SHARE`, which a fit to a device whose small
+    /// reads are not flat (`S_cutoff` 0) leaves as the only bound.
+    ///
+    /// A wholly cached request is then one copy, as a plan makes it too. A partly cached one
+    /// loses at most the overlap of that copy with its P2P legs, `C_p2p / COPY_FIRST_SHARE`
+    /// at most: that share of what any schedule with a P2P leg takes at least (one without
+    /// copies every page, and copying the start first costs it nothing).
+    pub fn copy_first_max(&self) -> u64 {
+        self.copy_first
+    }
 }
+
+/// See [`Params::copy_first_max`]: copying a request's cached start before planning the rest
+/// may cost a partly cached request at most `C_p2p` divided by this.
+pub const COPY_FIRST_SHARE: u64 = 8;
 
 /// Derives the hinge model; fails with [`ParamError::Inconsistent`] if `C_p2p < S_cutoff/BW_p2p`.
 fn derive_model(

@@ -6,7 +6,8 @@
  *    page-cache copy without a plan (cached_requests, no P2P byte); one whose
  *    first half is cached copies that half and schedules the rest (no
  *    cached_requests; how the uncached half goes is the scheduler's choice);
- *    in mode p2p a wholly cached one goes by P2P all the same;
+ *    in mode p2p a wholly cached one goes by P2P all the same; with S_cutoff 0
+ *    the bound is what is copied in C_p2p / 8 (sched::Params::copy_first_max);
  *  - per-inode verdicts: a second read of a file is answered from the table
  *    (file_verdict_hits), and a chmod (ctime), a write of a disk knob (the
  *    epoch) and, on ext4 mounted nodelalloc, per-file data journaling
@@ -174,6 +175,55 @@ static void test_cached(struct fs *fs)
 			 fs->name, p1 - p0, why);
 }
 
+/*
+ * A fit with no flat region (S_cutoff 0, as router_bench fits the throttled
+ * rig): a wholly cached read shorter than what is copied in C_p2p / 8 is still
+ * one copy without a plan; one at that bound is planned (no cached_requests),
+ * and a plan copies a wholly cached chunk too (no P2P byte).
+ */
+static void test_no_cutoff(struct fs *fs)
+{
+	char path[PATH_MAX], why[256] = "ok";
+	long long c_ns, bw, pc, bound, c[3], p[3];
+	size_t len[2];
+	int ok;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/spin/c_p2p_ns", fs->disk);
+	c_ns = spin_read_ll(path);
+	snprintf(path, sizeof(path), "/sys/block/%s/spin/bw_pc", fs->disk);
+	bw = spin_read_ll(path);
+	/* As sched::cost derives it: picoseconds per page, rounded; whole pages. */
+	pc = bw > 0 ? (long long)((4096ULL * 1000000000000ULL + bw / 2) / bw) : 0;
+	bound = pc > 0 && c_ns > 0 ? c_ns * 1000 / (8 * pc) * (long long)PG : 0;
+	ok = bound >= (long long)(2 * PG) && bound <= (long long)(256 * KiB);
+	if (!ok)
+		snprintf(why, sizeof(why), "c_p2p_ns %lld, bw_pc %lld: bound %lld B, want 8 KiB-256 KiB",
+			 c_ns, bw, bound);
+	ok = ok && !spin_write_file(fs->knob, "0");
+	len[0] = bound - PG;
+	len[1] = bound;
+	c[0] = st(fs, "cached_requests");
+	p[0] = st(fs, "bytes_p2p");
+	for (int i = 0; i < 2 && ok; i++) {
+		/* 256 KiB at 2 MiB cached. */
+		ok = !residency(fs, 512, 64) &&
+		     !gpu_read(fs, 2 * MiB, len[i], 2 * MiB, why, sizeof(why));
+		c[i + 1] = st(fs, "cached_requests");
+		p[i + 1] = st(fs, "bytes_p2p");
+	}
+	if (spin_write_file(fs->knob, "131072"))
+		ok = 0;
+	if (ok && (c[1] - c[0] != 1 || c[2] != c[1] || p[2] != p[0])) {
+		snprintf(why, sizeof(why),
+			 "cached_requests +%lld then +%lld, bytes_p2p +%lld (want 1, 0, 0)",
+			 c[1] - c[0], c[2] - c[1], p[2] - p[0]);
+		ok = 0;
+	}
+	ksft_test_result(ok,
+			 "%s: S_cutoff 0: wholly cached %lld B is one copy without a plan, %lld B is planned and copied: %s\n",
+			 fs->name, bound - (long long)PG, bound, why);
+}
+
 /* One read of 16 KiB at 0 (uncached); returns the verdict table's hits and misses. */
 static int probe(struct fs *fs, long long *hits, long long *misses, char *why, size_t wl)
 {
@@ -327,6 +377,7 @@ static void run(struct fs *fs)
 			ksft_exit_fail_msg("writing %s: %s\n", fs->path, strerror(errno));
 	}
 	test_cached(fs);
+	test_no_cutoff(fs);
 	test_verdicts(fs);
 	if (!strcmp(fs->type, "ext4"))
 		test_journal(fs);
@@ -345,7 +396,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(11);
+	ksft_set_plan(13);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	if (spin_write_file("/sys/kernel/spin/mode", "auto"))

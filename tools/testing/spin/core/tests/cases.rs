@@ -28,6 +28,7 @@ macro_rules! cases {
 cases!(
     params_paper_and_gen4,
     params_reject_inconsistent,
+    params_copy_first_max,
     params_reject_out_of_range,
     t_p2p_is_a_subadditive_hinge,
     runs_builder_merges_and_bounds,
