@@ -300,7 +300,8 @@ impl WorkItem for Evictor {
         STATS.evictor_runs.add(1, Relaxed);
         rearm();
         if more {
-            // Still above the target: run again later, still marked as queued.
+            // Still above the target, or stopped by a cap with consumed entries left: run
+            // again later, still marked as queued.
             let _ = workqueue::system_dfl().enqueue(this);
             return;
         }
