@@ -197,7 +197,7 @@ static void test_no_cutoff(struct fs *fs)
 	bound = pc > 0 && c_ns > 0 ? c_ns * 1000 / (8 * pc) * (long long)PG : 0;
 	ok = bound >= (long long)(2 * PG) && bound <= (long long)(256 * KiB);
 	if (!ok)
-		snprintf(why, sizeof(why), "c_p2p_ns %lld, bw_pc %lld: bound %lld B, want 8 KiB-256 KiB",
+		snprintf(why, sizeof(why), "c_p2p_ns %lld, bw_pc %lld: bound %lld B (8-256 KiB)",
 			 c_ns, bw, bound);
 	ok = ok && !spin_write_file(fs->knob, "0");
 	len[0] = bound - PG;
