@@ -32,6 +32,7 @@ The exit status is non-zero only when there is nothing to report.
 """
 import math
 import os
+import statistics
 import sys
 
 import matplotlib
@@ -149,11 +150,8 @@ def icount_ratios(cached):
     for key, rounds in rates.items():
         rs = sorted(m["auto"] / m["pagecache"] for m in rounds.values()
                     if m.get("pagecache", 0) > 0 and "auto" in m)
-        if not rs:
-            continue
-        n = len(rs)
-        med = rs[n // 2] if n % 2 else (rs[n // 2 - 1] + rs[n // 2]) / 2
-        out[key] = (med, rs[0], rs[-1], n)
+        if rs:
+            out[key] = (statistics.median(rs), rs[0], rs[-1], len(rs))
     return out
 
 
