@@ -203,8 +203,19 @@ const EVICT_BATCH: usize = glue::EVICT_BATCH_MAX;
 /// Whether the [`Evictor`] is queued or running: readers then do not queue it again.
 static EVICTING: Atomic<bool> = Atomic::new(false);
 
-/// Queues the [`Evictor`] unless it is queued or running already.
+/// Whether the [`Evictor`] stopped stalled: above its target, the pages held busy left it no
+/// room to take any entry, and trying them again released none. It is then queued again only
+/// once the [`Retrier`] releases some, or the limit changes: queued at once, as the mark alone
+/// would have it, every run would drain every CPU's LRU batches and find the same folios busy,
+/// for as long as they stay so (under writeback, locked). Set and cleared with [`SETTLING`]
+/// held, so that the retrier that ends a stall runs after it began.
+static STALLED: Atomic<bool> = Atomic::new(false);
+
+/// Queues the [`Evictor`] unless it is queued or running already, or stalled.
 fn kick(evictor: Arc<Evictor>) {
+    if STALLED.load(Relaxed) {
+        return;
+    }
     if !EVICTING.load(Relaxed) && !EVICTING.xchg(true, Full) {
         // An `Err` gives the reference back: the work is pending already.
         let _ = workqueue::system_dfl().enqueue(evictor);
@@ -229,8 +240,8 @@ impl WorkItem for Evictor {
 
     fn run(this: Arc<Evictor>) {
         let settling = SETTLING.lock();
-        let mut dropped = retry_held(&settling);
-        let (mut more, mut done) = (true, 0);
+        let (mut dropped, released) = retry_held(&settling);
+        let (mut more, mut done, mut stuck) = (true, 0, false);
         let mut batch = [Entry::default(); EVICT_BATCH];
         let mut res = [Evict::Gone; EVICT_BATCH];
         while more && done < EVICT_RUN {
@@ -251,6 +262,7 @@ impl WorkItem for Evictor {
             // (consumed first, of no more use) and the held pages stay within a lead.
             let mut over = books.pages().saturating_sub(marks.target);
             let (mut past, mut capped) = (0, false);
+            stuck = false;
             let room = books.limit().saturating_sub(marks.lead);
             while n < EVICT_BATCH {
                 let Some(e) = books.peek(slots) else {
@@ -269,6 +281,7 @@ impl WorkItem for Evictor {
                     past += pages;
                 } else if held != 0 && held + pages > room {
                     capped = true;
+                    stuck = n == 0;
                     break;
                 }
                 let Some(e) = books.pop_held(slots) else {
@@ -281,19 +294,25 @@ impl WorkItem for Evictor {
             // A batch stopped by the cap goes on in the next one, once this one's pages are
             // settled; unless it took nothing (the held pages are others', kept busy).
             more = (n == EVICT_BATCH || (capped && n != 0)) && !books.is_empty();
+            // Nothing taken or released all run long: the held pages stay busy, and this
+            // run is not to be queued again until the retrier releases some.
+            stuck = stuck && done == 0 && released == 0 && part.held.len != 0;
             drop(part);
             if past != 0 {
                 STATS.consumed_first.add(past, Relaxed);
             }
             done += n;
             evict_batch(&batch[..n], &mut res[..n]);
-            dropped += settle(&batch[..n], &res[..n]);
+            dropped += settle(&batch[..n], &res[..n]).0;
             if res[..n].contains(&Evict::Busy) {
                 // Mostly folios still in the LRU batch of the CPU that read them ahead (an
                 // idle CPU never drains it), held now: drain every CPU's batches and try
                 // them again.
-                dropped += retry_held(&settling);
+                dropped += retry_held(&settling).0;
             }
+        }
+        if stuck {
+            STALLED.store(true, Relaxed);
         }
         drop(settling);
         STATS.evicted_bg.add(dropped, Relaxed);
@@ -316,11 +335,24 @@ impl WorkItem for Evictor {
     }
 }
 
+/// Queues the [`Evictor`] if the partition is above the mark that wakes it: when the
+/// [`Retrier`] ends a stall ([`STALLED`]), as no reader may admit again to wake it.
+fn kick_over_mark() {
+    let wake = {
+        let part = PARTITION.lock();
+        let over = part.books.pages() > part.marks.kick && !part.books.is_empty();
+        over.then(|| part.evictor.clone()).flatten()
+    };
+    if let Some(evictor) = wake {
+        kick(evictor);
+    }
+}
+
 /// Settles `batch`, entries the [`Evictor`] took out of the partition and tried to evict (`res`
 /// says with what result): the ones still busy are held if there is room, the pages of the
-/// others are released. Returns the pages dropped from the page cache.
-fn settle(batch: &[Entry], res: &[Evict]) -> u64 {
-    let mut dropped = 0;
+/// others are released. Returns the pages dropped from the page cache and the pages released.
+fn settle(batch: &[Entry], res: &[Evict]) -> (u64, u64) {
+    let (mut dropped, mut released) = (0, 0);
     let mut part = PARTITION.lock();
     let Part { books, held, .. } = &mut *part;
     for (e, &r) in batch.iter().zip(res) {
@@ -329,24 +361,25 @@ fn settle(batch: &[Entry], res: &[Evict]) -> u64 {
             continue;
         }
         books.release(e.pages.max(1));
+        released += e.pages.max(1);
         dropped += count(e, r);
     }
-    dropped
+    (dropped, released)
 }
 
 /// Tries the entries held busy once more, after draining every CPU's LRU batches; returns the
-/// pages dropped from the page cache.
+/// pages dropped from the page cache and the pages released (see [`settle`]).
 ///
 /// Called with [`SETTLING`] held, so that no other run of the [`Evictor`] or the [`Retrier`]
 /// has entries out of [`Held`] while this one tries them: an entry found busy by a run that
 /// was at work while a change of the limit tried the held entries would otherwise be held
 /// again after that change returned, and stay held until the retrier's next run.
-fn retry_held(_settling: &GlobalGuard<SETTLING>) -> u64 {
+fn retry_held(_settling: &GlobalGuard<SETTLING>) -> (u64, u64) {
     let mut part = PARTITION.lock();
     // Every run of the evictor starts here, mostly with nothing held: return before the
     // arrays below are set up (about 1 KiB of stores).
     if part.held.len == 0 {
-        return 0;
+        return (0, 0);
     }
     let mut batch = [Entry::default(); HELD_MAX];
     let n = part.held.take(&mut batch);
@@ -393,9 +426,17 @@ impl WorkItem for Retrier {
 
     fn run(_this: Arc<Retrier>) {
         let settling = SETTLING.lock();
-        STATS.evicted_bg.add(retry_held(&settling), Relaxed);
+        let (dropped, released) = retry_held(&settling);
+        let unstalled = released != 0 && STALLED.load(Relaxed);
+        if unstalled {
+            STALLED.store(false, Relaxed);
+        }
         drop(settling);
+        STATS.evicted_bg.add(dropped, Relaxed);
         rearm();
+        if unstalled {
+            kick_over_mark();
+        }
     }
 }
 
@@ -595,8 +636,10 @@ pub(crate) fn set_limit(pages: u64) -> Result {
     // The entries held busy stay counted against the new limit: try them now, so that a
     // partition made smaller is not left without room until the [`Retrier`]'s next run. A run
     // of the evictor or the retrier at work is waited for: it may hold again what it took.
+    // The room the evictor has changes with the limit: a stall ends.
     let settling = SETTLING.lock();
-    STATS.evicted_bg.add(retry_held(&settling), Relaxed);
+    STATS.evicted_bg.add(retry_held(&settling).0, Relaxed);
+    STALLED.store(false, Relaxed);
     drop(settling);
     rearm();
     Ok(())

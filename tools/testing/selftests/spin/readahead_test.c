@@ -29,7 +29,8 @@
  *  - on xfs, folios that eviction finds busy (fault injection,
  *    fail_spin_evict) stay counted until the evictor tries them again: the
  *    bound holds and, after the stream, nothing is held or resident outside
- *    the partition.
+ *    the partition; while held pages stay busy and leave the evictor no
+ *    room, it waits for the retrier instead of running again and again.
  * Then the knob /sys/kernel/spin/ra_partition_pages: its default, bad values,
  * and 0, which turns GPU read-ahead off.
  */
@@ -799,6 +800,10 @@ static void test_held(struct fs *fs)
 	unlink(path);
 }
 
+/* How long a stalled evictor is watched, and how often it may run meanwhile. */
+#define STALL_US 300000
+#define STALL_RUNS 10
+
 /*
  * Entries held busy count against the limit. Writing a smaller limit tries
  * them again at once, so that they do not leave the partition without room
@@ -809,18 +814,39 @@ static void test_held(struct fs *fs)
 static void test_held_limit(struct fs *fs)
 {
 	const size_t pages = 4 * LIMIT, small = 64;
-	char path[PATH_MAX], path2[PATH_MAX];
-	long long held0, held1 = -1, room0, room1, adm0, adm1;
+	char path[PATH_MAX], path2[PATH_MAX], path3[PATH_MAX];
+	long long held0, held1 = -1, room0, room1, adm0, adm1, runs0, runs1;
 	int fd = make_named(fs, "heldlim", pages, fs->seed + 36, path);
-	int fd2 = make_named(fs, "heldlim2", small, fs->seed + 37, path2), ok;
+	int fd2 = make_named(fs, "heldlim2", small, fs->seed + 37, path2);
+	int fd3 = make_named(fs, "heldlim3", small, fs->seed + 38, path3), ok;
 
-	if (fd < 0 || fd2 < 0)
+	if (fd < 0 || fd2 < 0 || fd3 < 0)
 		ksft_exit_fail_msg("%s: held-limit files: %s\n", fs->name, strerror(errno));
 	/* Every eviction batch busy: the stream leaves entries held. */
 	if (spin_fault_times(FAIL_EVICT, -1))
 		ksft_exit_fail_msg("%s: %s: %s\n", fs->name, FAIL_EVICT, strerror(errno));
 	ok = stream(fd, 0, pages * PG, PG) == (long long)(pages * PG);
 	held0 = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
+	/*
+	 * With a limit that leaves the evictor no room to take an entry past
+	 * the held pages, which stay busy, but room for a window, a read of
+	 * another file admits one and puts the partition above the evictor's
+	 * kick mark. The evictor must then wait for the retrier, not queue
+	 * itself again at once and drain every CPU's LRU batches in a loop.
+	 */
+	room0 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room");
+	adm0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_admitted");
+	runs0 = spin_stat_get(SPIN_SYS "/stat", "ra_evictor_runs");
+	ok = ok && !set_limit(held0 * 4 / 3) && pread(fd3, gmem, PG, 0) == (ssize_t)PG;
+	usleep(STALL_US);
+	runs1 = spin_stat_get(SPIN_SYS "/stat", "ra_evictor_runs");
+	adm1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_admitted");
+	room1 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room");
+	ksft_test_result(ok && held0 > 0 && adm1 > adm0 && runs1 >= runs0 &&
+			 runs1 - runs0 <= STALL_RUNS,
+			 "%s: %lld pages held busy past a stream, limit %lld, %lld admitted, %lld legs without room: the evictor ran %lld times in %d ms (at most %d)\n",
+			 fs->name, held0, held0 * 4 / 3, adm1 - adm0, room1 - room0, runs1 - runs0,
+			 STALL_US / 1000, STALL_RUNS);
 	spin_fault_times(FAIL_EVICT, 0);
 	ok = ok && !set_limit(small);
 	if (ok)
@@ -835,6 +861,8 @@ static void test_held_limit(struct fs *fs)
 			 "%s: %lld pages held past a stream, %lld once the limit is set to %zu; then a GPU read admits %lld pages, %lld legs without room\n",
 			 fs->name, held0, held1, small, adm1 - adm0, room1 - room0);
 	set_limit(LIMIT);
+	close(fd3);
+	unlink(path3);
 	close(fd2);
 	unlink(path2);
 	close(fd);
@@ -955,7 +983,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 18 + 4);
+	ksft_set_plan(ARRAY_SIZE(all) * 18 + 5);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
