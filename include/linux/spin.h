@@ -220,31 +220,7 @@ unsigned int spin_p2p_providers(struct pci_dev **out, unsigned int max);
 /* Implemented in Rust: /sys/block/<disk>/spin/p2p. */
 ssize_t spin_rust_disk_p2p_show(struct gendisk *disk, char *buf);
 
-/**
- * struct spin_stream - what GPU read-ahead reads of a file's read-ahead state
- * @prev_pos: end of the previous read (file_ra_state.prev_pos), -1 if none
- * @ra_pages: the read-ahead window in pages (0: read-ahead is off)
- * @random: the file was advised POSIX_FADV_RANDOM
- * @dontcache: the filesystem supports uncached reads (FOP_DONTCACHE), which
- *             GPU read-ahead needs to keep its pages apart
- * @ra_start: first page of the file's read-ahead window (file_ra_state.start)
- * @ra_size: pages in that window (file_ra_state.size), 0 if none
- *
- * Read for every small read into GPU memory: what only some of them need,
- * such as spin_file_io_pages(), is read apart.
- */
-struct spin_stream {
-	loff_t prev_pos;
-	u32 ra_pages;
-	bool random;
-	bool dontcache;
-	pgoff_t ra_start;
-	unsigned long ra_size;
-};
-
-void spin_file_stream(struct file *file, struct spin_stream *stream);
 unsigned long spin_file_io_pages(struct file *file);
-void spin_file_set_prev_pos(struct file *file, loff_t pos);
 
 /**
  * struct spin_ra_window - the read-ahead window after a GPU page-cache leg

@@ -514,24 +514,6 @@ loff_t spin_write_limit(struct file *file)
 }
 
 /**
- * spin_file_stream - the file's read-ahead state, for GPU read-ahead
- * @file: the file
- * @stream: filled in
- *
- * file_ra_state is read without a lock, as the page cache's own read-ahead
- * does: a torn value only changes a heuristic.
- */
-void spin_file_stream(struct file *file, struct spin_stream *stream)
-{
-	stream->prev_pos = READ_ONCE(file->f_ra.prev_pos);
-	stream->ra_pages = READ_ONCE(file->f_ra.ra_pages);
-	stream->random = !!(file->f_mode & FMODE_RANDOM);
-	stream->dontcache = !!(file->f_op->fop_flags & FOP_DONTCACHE);
-	stream->ra_start = READ_ONCE(file->f_ra.start);
-	stream->ra_size = READ_ONCE(file->f_ra.size);
-}
-
-/**
  * spin_file_io_pages - the most pages a read-ahead window of a large read of
  *                      the file may span
  * @file: the file
@@ -542,20 +524,6 @@ void spin_file_stream(struct file *file, struct spin_stream *stream)
 unsigned long spin_file_io_pages(struct file *file)
 {
 	return READ_ONCE(inode_to_bdi(file_inode(file))->io_pages);
-}
-
-/**
- * spin_file_set_prev_pos - note where a routed read into GPU memory ended
- * @file: the file
- * @pos: the end of the read
- *
- * P2P legs bypass filemap_read(), which keeps file_ra_state.prev_pos for
- * page-cache reads: without this a sequential GPU stream served by P2P would
- * look random to the next read's read-ahead decision.
- */
-void spin_file_set_prev_pos(struct file *file, loff_t pos)
-{
-	WRITE_ONCE(file->f_ra.prev_pos, pos);
 }
 
 /**

@@ -8,7 +8,7 @@
 use crate::sched::readahead::Stream;
 use kernel::{bindings, pci, prelude::*, sync::aref::ARef, tracepoint::declare_trace};
 
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 
 /// One reference on the router's static key: while any exists, the requests of processes that
 /// mapped p2pdma memory (`MMF_P2PDMA`) are looked at.
@@ -452,20 +452,32 @@ impl Request<'_> {
         Ok(ret as usize)
     }
 
-    /// The file's read-ahead state and whether its filesystem supports uncached reads.
+    /// The file's read-ahead state and whether its filesystem supports uncached reads
+    /// (`FOP_DONTCACHE`), which GPU read-ahead needs to keep its pages apart.
+    ///
+    /// Read for every small read into GPU memory, in place rather than by a C helper: what only
+    /// some reads need, such as [`Request::io_pages`], is read apart.
     pub(crate) fn stream(&self) -> (Stream, bool) {
-        // SAFETY: `spin_stream` is plain data; all-zero is a valid value.
-        let mut raw: bindings::spin_stream = unsafe { core::mem::zeroed() };
-        // SAFETY: The file is valid (type invariant), `raw` is a local.
-        unsafe { bindings::spin_file_stream(self.file(), &mut raw) };
-        let stream = Stream {
-            prev_pos: raw.prev_pos,
-            ra_pages: raw.ra_pages,
-            random: raw.random,
-            ra_start: raw.ra_start as u64,
-            ra_size: raw.ra_size as u64,
-        };
-        (stream, raw.dontcache)
+        let file = self.file();
+        // SAFETY: The file is valid (type invariant), and so is its `f_op` while it is open;
+        // `f_ra` is the member of its union in use until the file is released. It is read
+        // without a lock, as the page cache's own read-ahead does, each field once
+        // (`READ_ONCE()`): a torn or stale value only changes a heuristic. `f_mode` gains
+        // `FMODE_RANDOM` under `f_lock` (`POSIX_FADV_RANDOM`); a read that misses the change is
+        // one that came before it.
+        unsafe {
+            let ra = &raw const (*file).__bindgen_anon_3.f_ra;
+            let mode = ptr::read_volatile(&raw const (*file).f_mode);
+            let stream = Stream {
+                prev_pos: ptr::read_volatile(&raw const (*ra).prev_pos),
+                ra_pages: ptr::read_volatile(&raw const (*ra).ra_pages),
+                random: mode & bindings::FMODE_RANDOM != 0,
+                ra_start: ptr::read_volatile(&raw const (*ra).start) as u64,
+                ra_size: ptr::read_volatile(&raw const (*ra).size).into(),
+            };
+            let dontcache = (*(*file).f_op).fop_flags & bindings::FOP_DONTCACHE != 0;
+            (stream, dontcache)
+        }
     }
 
     /// The most pages a read-ahead window of a large read may span (the device's `io_pages`).
@@ -484,9 +496,16 @@ impl Request<'_> {
     }
 
     /// Notes in the file's read-ahead state that a read into GPU memory ended at `pos`.
+    ///
+    /// P2P legs bypass `filemap_read()`, which keeps `file_ra_state.prev_pos` for page-cache
+    /// reads: without this a sequential GPU stream served by P2P would look random to the next
+    /// read's read-ahead decision.
     pub(crate) fn set_prev_pos(&self, pos: i64) {
-        // SAFETY: The file is valid (type invariant).
-        unsafe { bindings::spin_file_set_prev_pos(self.file(), pos) };
+        let file = self.file();
+        // SAFETY: The file is valid (type invariant); `f_ra` is the member of its union in use
+        // until the file is released. `prev_pos` is written without a lock, once
+        // (`WRITE_ONCE()`), as `filemap_read()` writes it.
+        unsafe { ptr::write_volatile(&raw mut (*file).__bindgen_anon_3.f_ra.prev_pos, pos) };
     }
 
     /// Reads `len` bytes at `pos` into user memory at `addr` through the page cache, uncached
