@@ -676,11 +676,14 @@ const RESERVE_WAIT: Delta = Delta::from_micros(100);
 
 /// Reserves room for `pages` that a page-cache leg into GPU memory may read ahead, evicting the
 /// oldest entries to make room (the busy ones are held). Waits while the reservations of other
-/// legs leave no room, until they end. Returns `None`, and counts the leg in
-/// `ra_legs_no_room`, if the pages held busy leave no room even without them, if the
-/// partition is off, or if a signal is pending: the leg then reads through the plain page
-/// cache.
+/// legs leave no room, until they end. If the pages held busy leave no room even without
+/// them, tries those once more first, as the [`Evictor`] would (unless it stalled on them):
+/// mostly folios just read ahead into another CPU's LRU batch, which draining every CPU's
+/// batches frees. Returns `None`, and counts the leg in `ra_legs_no_room`, if they still
+/// leave no room, if the partition is off, or if a signal is pending: the leg then reads
+/// through the plain page cache.
 pub(crate) fn reserve(pages: u64) -> Option<Reservation> {
+    let mut retried = false;
     loop {
         let mut part = PARTITION.lock();
         let Part {
@@ -693,12 +696,18 @@ pub(crate) fn reserve(pages: u64) -> Option<Reservation> {
         let r = books.reserve(slots, pages, |old| evict_or_hold(old, held).1);
         let retry = retrier_if_held(held, retrier);
         drop(part);
+        let held_any = retry.is_some();
         if let Some(retrier) = retry {
             arm(retrier);
         }
         match r {
             Reserve::Done => return Some(Reservation { pages }),
             Reserve::Wait if !kernel::current!().signal_pending() => fsleep(RESERVE_WAIT),
+            Reserve::NoRoom if !retried && held_any && !STALLED.load(Relaxed) => {
+                retried = true;
+                let settling = SETTLING.lock();
+                retry_held(&settling);
+            }
             Reserve::Wait | Reserve::NoRoom => {
                 STATS.no_room.add(1, Relaxed);
                 return None;
