@@ -313,6 +313,7 @@ impl WorkItem for Evictor {
         }
         if stuck {
             STALLED.store(true, Relaxed);
+            STATS.evictor_stalls.add(1, Relaxed);
         }
         drop(settling);
         STATS.evicted_bg.add(dropped, Relaxed);
@@ -483,6 +484,7 @@ struct Stats {
     evicted: Atomic<u64>,
     evicted_bg: Atomic<u64>,
     evictor_runs: Atomic<u64>,
+    evictor_stalls: Atomic<u64>,
     promoted: Atomic<u64>,
     busy: Atomic<u64>,
     held: Atomic<u64>,
@@ -490,6 +492,7 @@ struct Stats {
     bridged: Atomic<u64>,
     unreserved: Atomic<u64>,
     no_room: Atomic<u64>,
+    reserve_retries: Atomic<u64>,
     consumed_first: Atomic<u64>,
 }
 
@@ -498,6 +501,7 @@ static STATS: Stats = Stats {
     evicted: Atomic::new(0),
     evicted_bg: Atomic::new(0),
     evictor_runs: Atomic::new(0),
+    evictor_stalls: Atomic::new(0),
     promoted: Atomic::new(0),
     busy: Atomic::new(0),
     held: Atomic::new(0),
@@ -505,6 +509,7 @@ static STATS: Stats = Stats {
     bridged: Atomic::new(0),
     unreserved: Atomic::new(0),
     no_room: Atomic::new(0),
+    reserve_retries: Atomic::new(0),
     consumed_first: Atomic::new(0),
 };
 
@@ -705,6 +710,7 @@ pub(crate) fn reserve(pages: u64) -> Option<Reservation> {
             Reserve::Wait if !kernel::current!().signal_pending() => fsleep(RESERVE_WAIT),
             Reserve::NoRoom if !retried && held_any && !STALLED.load(Relaxed) => {
                 retried = true;
+                STATS.reserve_retries.add(1, Relaxed);
                 let settling = SETTLING.lock();
                 retry_held(&settling);
             }
@@ -847,6 +853,7 @@ pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
     writeln!(f, "ra_pages_evicted {}", v(&STATS.evicted))?;
     writeln!(f, "ra_pages_evicted_background {}", v(&STATS.evicted_bg))?;
     writeln!(f, "ra_evictor_runs {}", v(&STATS.evictor_runs))?;
+    writeln!(f, "ra_evictor_stalls {}", v(&STATS.evictor_stalls))?;
     writeln!(f, "ra_pages_promoted {}", v(&STATS.promoted))?;
     writeln!(f, "ra_pages_busy {}", v(&STATS.busy))?;
     writeln!(f, "ra_pages_held {}", v(&STATS.held))?;
@@ -854,6 +861,7 @@ pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
     writeln!(f, "ra_windows_bridged {}", v(&STATS.bridged))?;
     writeln!(f, "ra_pages_unreserved {}", v(&STATS.unreserved))?;
     writeln!(f, "ra_legs_no_room {}", v(&STATS.no_room))?;
+    writeln!(f, "ra_reserve_retries {}", v(&STATS.reserve_retries))?;
     writeln!(f, "ra_pages_consumed_first {}", v(&STATS.consumed_first))
 }
 

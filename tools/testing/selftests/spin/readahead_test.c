@@ -408,6 +408,7 @@ static void four_streams(struct fs *fs)
 	long long bg0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background"), bg1;
 	long long unres0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_unreserved"), unres1;
 	long long noroom0 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room"), noroom1;
+	long long retry0 = spin_stat_get(SPIN_SYS "/stat", "ra_reserve_retries"), retry1;
 	pid_t pid[STREAMS];
 	int fails = 0, live;
 
@@ -451,11 +452,13 @@ static void four_streams(struct fs *fs)
 	bg1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background");
 	unres1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_unreserved");
 	noroom1 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room");
+	retry1 = spin_stat_get(SPIN_SYS "/stat", "ra_reserve_retries");
 	/* What the partition did meanwhile: the first thing to look at past the bound. */
 	ksft_print_msg("%s: four streams: %lld pages evicted (%lld by readers)\n",
 		       fs->name, ev1 - ev0, (ev1 - ev0) - (bg1 - bg0));
-	ksft_print_msg("%s: four streams: %lld pages found busy and held, %lld forgotten\n",
-		       fs->name, held1 - held0, busy1 - busy0);
+	ksft_print_msg("%s: four streams: %lld pages found busy and held, %lld forgotten; "
+		       "%lld reservations tried them again\n",
+		       fs->name, held1 - held0, busy1 - busy0, retry1 - retry0);
 	/*
 	 * Every leg reserved room for what it read ahead before it read
 	 * (ra_pages_unreserved: admitted beyond a reservation) and none had to
@@ -815,7 +818,7 @@ static void test_held_limit(struct fs *fs)
 {
 	const size_t pages = 4 * LIMIT, small = 64;
 	char path[PATH_MAX], path2[PATH_MAX], path3[PATH_MAX];
-	long long held0, held1 = -1, room0, room1, adm0, adm1, runs0, runs1;
+	long long held0, held1 = -1, room0, room1, adm0, adm1, runs0, runs1, st0, st1;
 	int fd = make_named(fs, "heldlim", pages, fs->seed + 36, path);
 	int fd2 = make_named(fs, "heldlim2", small, fs->seed + 37, path2);
 	int fd3 = make_named(fs, "heldlim3", small, fs->seed + 38, path3), ok;
@@ -837,16 +840,18 @@ static void test_held_limit(struct fs *fs)
 	room0 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room");
 	adm0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_admitted");
 	runs0 = spin_stat_get(SPIN_SYS "/stat", "ra_evictor_runs");
+	st0 = spin_stat_get(SPIN_SYS "/stat", "ra_evictor_stalls");
 	ok = ok && !set_limit(held0 * 4 / 3) && pread(fd3, gmem, PG, 0) == (ssize_t)PG;
 	usleep(STALL_US);
 	runs1 = spin_stat_get(SPIN_SYS "/stat", "ra_evictor_runs");
+	st1 = spin_stat_get(SPIN_SYS "/stat", "ra_evictor_stalls");
 	adm1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_admitted");
 	room1 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room");
 	ksft_test_result(ok && held0 > 0 && adm1 > adm0 && runs1 >= runs0 &&
-			 runs1 - runs0 <= STALL_RUNS,
-			 "%s: %lld pages held busy past a stream, limit %lld, %lld admitted, %lld legs without room: the evictor ran %lld times in %d ms (at most %d)\n",
+			 runs1 - runs0 <= STALL_RUNS && st0 >= 0 && st1 > st0,
+			 "%s: %lld pages held busy past a stream, limit %lld, %lld admitted, %lld legs without room: the evictor ran %lld times in %d ms (at most %d), %lld stalled\n",
 			 fs->name, held0, held0 * 4 / 3, adm1 - adm0, room1 - room0, runs1 - runs0,
-			 STALL_US / 1000, STALL_RUNS);
+			 STALL_US / 1000, STALL_RUNS, st1 - st0);
 	spin_fault_times(FAIL_EVICT, 0);
 	ok = ok && !set_limit(small);
 	if (ok)
