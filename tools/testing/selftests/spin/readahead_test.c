@@ -817,19 +817,26 @@ static void test_held(struct fs *fs)
 static void test_held_limit(struct fs *fs)
 {
 	const size_t pages = 4 * LIMIT, small = 64;
-	char path[PATH_MAX], path2[PATH_MAX], path3[PATH_MAX];
+	char path[PATH_MAX], path2[PATH_MAX], path3[PATH_MAX], path4[PATH_MAX];
 	long long held0, held1 = -1, room0, room1, adm0, adm1, runs0, runs1, st0, st1;
+	long long retry0, retry1, hp;
 	int fd = make_named(fs, "heldlim", pages, fs->seed + 36, path);
 	int fd2 = make_named(fs, "heldlim2", small, fs->seed + 37, path2);
-	int fd3 = make_named(fs, "heldlim3", small, fs->seed + 38, path3), ok;
+	int fd3 = make_named(fs, "heldlim3", small, fs->seed + 38, path3);
+	int fd4 = make_named(fs, "heldlim4", small, fs->seed + 39, path4), ok;
 
-	if (fd < 0 || fd2 < 0 || fd3 < 0)
+	if (fd < 0 || fd2 < 0 || fd3 < 0 || fd4 < 0)
 		ksft_exit_fail_msg("%s: held-limit files: %s\n", fs->name, strerror(errno));
 	/* Every eviction batch busy: the stream leaves entries held. */
 	if (spin_fault_times(FAIL_EVICT, -1))
 		ksft_exit_fail_msg("%s: %s: %s\n", fs->name, FAIL_EVICT, strerror(errno));
+	retry0 = spin_stat_get(SPIN_SYS "/stat", "ra_reserve_retries");
 	ok = stream(fd, 0, pages * PG, PG) == (long long)(pages * PG);
 	held0 = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
+	retry1 = spin_stat_get(SPIN_SYS "/stat", "ra_reserve_retries");
+	/* Refused reservations try the held pages once, until the evictor stalls on them. */
+	ksft_print_msg("%s: held-limit stream: %lld reservations tried the held pages again\n",
+		       fs->name, retry1 - retry0);
 	/*
 	 * With a limit that leaves the evictor no room to take an entry past
 	 * the held pages, which stay busy, but room for a window, a read of
@@ -852,7 +859,26 @@ static void test_held_limit(struct fs *fs)
 			 "%s: %lld pages held busy past a stream, limit %lld, %lld admitted, %lld legs without room: the evictor ran %lld times in %d ms (at most %d), %lld stalled\n",
 			 fs->name, held0, held0 * 4 / 3, adm1 - adm0, room1 - room0, runs1 - runs0,
 			 STALL_US / 1000, STALL_RUNS, st1 - st0);
+	/*
+	 * A limit one page above the held pages, written while they are busy
+	 * (it tries them, in vain), leaves a reader's reservation no room.
+	 * Once they could go, the reader tries them itself (a drain frees
+	 * folios still in a CPU's LRU batch), and reserves, instead of reading
+	 * through the plain page cache.
+	 */
+	hp = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
+	ok = ok && hp > 0 && !set_limit(hp + 1);
 	spin_fault_times(FAIL_EVICT, 0);
+	room0 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room");
+	adm0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_admitted");
+	retry0 = spin_stat_get(SPIN_SYS "/stat", "ra_reserve_retries");
+	ok = ok && pread(fd4, gmem, PG, 0) == (ssize_t)PG;
+	room1 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room");
+	adm1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_admitted");
+	retry1 = spin_stat_get(SPIN_SYS "/stat", "ra_reserve_retries");
+	ksft_test_result(ok && room1 == room0 && adm1 > adm0,
+			 "%s: %lld pages held busy, limit %lld: a GPU read tries them again (%lld times) and admits %lld pages, %lld legs without room\n",
+			 fs->name, hp, hp + 1, retry1 - retry0, adm1 - adm0, room1 - room0);
 	ok = ok && !set_limit(small);
 	if (ok)
 		held1 = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
@@ -866,6 +892,8 @@ static void test_held_limit(struct fs *fs)
 			 "%s: %lld pages held past a stream, %lld once the limit is set to %zu; then a GPU read admits %lld pages, %lld legs without room\n",
 			 fs->name, held0, held1, small, adm1 - adm0, room1 - room0);
 	set_limit(LIMIT);
+	close(fd4);
+	unlink(path4);
 	close(fd3);
 	unlink(path3);
 	close(fd2);
@@ -988,7 +1016,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 18 + 5);
+	ksft_set_plan(ARRAY_SIZE(all) * 18 + 6);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
