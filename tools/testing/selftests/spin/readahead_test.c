@@ -30,7 +30,8 @@
  *    fail_spin_evict) stay counted until the evictor tries them again: the
  *    bound holds and, after the stream, nothing is held or resident outside
  *    the partition; while held pages stay busy and leave the evictor no
- *    room, it waits for the retrier instead of running again and again.
+ *    room, it waits for the retrier instead of running again and again;
+ *    a reservation they leave no room tries them once more itself.
  * Then the knob /sys/kernel/spin/ra_partition_pages: its default, bad values,
  * and 0, which turns GPU read-ahead off.
  */
