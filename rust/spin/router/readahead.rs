@@ -208,7 +208,10 @@ static EVICTING: Atomic<bool> = Atomic::new(false);
 /// once the [`Retrier`] releases some, or the limit changes: queued at once, as the mark alone
 /// would have it, every run would drain every CPU's LRU batches and find the same folios busy,
 /// for as long as they stay so (under writeback, locked). Set and cleared with [`SETTLING`]
-/// held, so that the retrier that ends a stall runs after it began.
+/// held, so that the retrier that ends a stall runs after it began; every try of the held
+/// entries that releases one ends it ([`retry_unstall`]), and so does a run of the evictor
+/// that is not stalled, so that no wake-up is lost to a stall whose entries someone else
+/// released.
 static STALLED: Atomic<bool> = Atomic::new(false);
 
 /// Queues the [`Evictor`] unless it is queued or running already, or stalled.
@@ -314,6 +317,9 @@ impl WorkItem for Evictor {
         if stuck {
             STALLED.store(true, Relaxed);
             STATS.evictor_stalls.add(1, Relaxed);
+        } else if STALLED.load(Relaxed) {
+            // Queued by a reader that saw no stall yet, or by the retrier.
+            STALLED.store(false, Relaxed);
         }
         drop(settling);
         STATS.evicted_bg.add(dropped, Relaxed);
@@ -336,8 +342,8 @@ impl WorkItem for Evictor {
     }
 }
 
-/// Queues the [`Evictor`] if the partition is above the mark that wakes it: when the
-/// [`Retrier`] ends a stall ([`STALLED`]), as no reader may admit again to wake it.
+/// Queues the [`Evictor`] if the partition is above the mark that wakes it: when a try of the
+/// held entries ends a stall ([`STALLED`]), as no reader may admit again to wake it.
 fn kick_over_mark() {
     let wake = {
         let part = PARTITION.lock();
@@ -366,6 +372,18 @@ fn settle(batch: &[Entry], res: &[Evict]) -> (u64, u64) {
         dropped += count(e, r);
     }
     (dropped, released)
+}
+
+/// Tries the entries held busy once more ([`retry_held`]) and ends a stall ([`STALLED`]) if
+/// that released any; returns the pages dropped from the page cache and whether a stall ended,
+/// after which the caller queues the evictor ([`kick_over_mark`]) once it released `settling`.
+fn retry_unstall(settling: &GlobalGuard<SETTLING>) -> (u64, bool) {
+    let (dropped, released) = retry_held(settling);
+    let unstalled = released != 0 && STALLED.load(Relaxed);
+    if unstalled {
+        STALLED.store(false, Relaxed);
+    }
+    (dropped, unstalled)
 }
 
 /// Tries the entries held busy once more, after draining every CPU's LRU batches; returns the
@@ -427,11 +445,7 @@ impl WorkItem for Retrier {
 
     fn run(_this: Arc<Retrier>) {
         let settling = SETTLING.lock();
-        let (dropped, released) = retry_held(&settling);
-        let unstalled = released != 0 && STALLED.load(Relaxed);
-        if unstalled {
-            STALLED.store(false, Relaxed);
-        }
+        let (dropped, unstalled) = retry_unstall(&settling);
         drop(settling);
         STATS.evicted_bg.add(dropped, Relaxed);
         rearm();
@@ -712,7 +726,12 @@ pub(crate) fn reserve(pages: u64) -> Option<Reservation> {
                 retried = true;
                 STATS.reserve_retries.add(1, Relaxed);
                 let settling = SETTLING.lock();
-                retry_held(&settling);
+                // The evictor may have stalled since: what this releases ends that.
+                let (_, unstalled) = retry_unstall(&settling);
+                drop(settling);
+                if unstalled {
+                    kick_over_mark();
+                }
             }
             Reserve::Wait | Reserve::NoRoom => {
                 STATS.no_room.add(1, Relaxed);
