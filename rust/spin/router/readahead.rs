@@ -209,7 +209,7 @@ static EVICTING: Atomic<bool> = Atomic::new(false);
 /// would have it, every run would drain every CPU's LRU batches and find the same folios busy,
 /// for as long as they stay so (under writeback, locked). Set and cleared with [`SETTLING`]
 /// held, so that the retrier that ends a stall runs after it began; every try of the held
-/// entries that releases one ends it ([`retry_unstall`]), and so does a run of the evictor
+/// entries that releases one ends it ([`retry_now`]), and so does a run of the evictor
 /// that is not stalled, so that no wake-up is lost to a stall whose entries someone else
 /// released.
 static STALLED: Atomic<bool> = Atomic::new(false);
@@ -374,16 +374,22 @@ fn settle(batch: &[Entry], res: &[Evict]) -> (u64, u64) {
     (dropped, released)
 }
 
-/// Tries the entries held busy once more ([`retry_held`]) and ends a stall ([`STALLED`]) if
-/// that released any; returns the pages dropped from the page cache and whether a stall ended,
-/// after which the caller queues the evictor ([`kick_over_mark`]) once it released `settling`.
-fn retry_unstall(settling: &GlobalGuard<SETTLING>) -> (u64, bool) {
-    let (dropped, released) = retry_held(settling);
+/// Tries the entries held busy once more ([`retry_held`], with [`SETTLING`] taken) and ends a
+/// stall ([`STALLED`]) if that released any, then queues the evictor if the partition is above
+/// its mark; returns the pages dropped from the page cache. For the [`Retrier`] and for a
+/// reader refused room, which hold no lock of the partition.
+fn retry_now() -> u64 {
+    let settling = SETTLING.lock();
+    let (dropped, released) = retry_held(&settling);
     let unstalled = released != 0 && STALLED.load(Relaxed);
     if unstalled {
         STALLED.store(false, Relaxed);
     }
-    (dropped, unstalled)
+    drop(settling);
+    if unstalled {
+        kick_over_mark();
+    }
+    dropped
 }
 
 /// Tries the entries held busy once more, after draining every CPU's LRU batches; returns the
@@ -444,14 +450,8 @@ impl WorkItem for Retrier {
     type Pointer = Arc<Retrier>;
 
     fn run(_this: Arc<Retrier>) {
-        let settling = SETTLING.lock();
-        let (dropped, unstalled) = retry_unstall(&settling);
-        drop(settling);
-        STATS.evicted_bg.add(dropped, Relaxed);
+        STATS.evicted_bg.add(retry_now(), Relaxed);
         rearm();
-        if unstalled {
-            kick_over_mark();
-        }
     }
 }
 
@@ -725,13 +725,8 @@ pub(crate) fn reserve(pages: u64) -> Option<Reservation> {
             Reserve::NoRoom if !retried && held_any && !STALLED.load(Relaxed) => {
                 retried = true;
                 STATS.reserve_retries.add(1, Relaxed);
-                let settling = SETTLING.lock();
                 // The evictor may have stalled since: what this releases ends that.
-                let (_, unstalled) = retry_unstall(&settling);
-                drop(settling);
-                if unstalled {
-                    kick_over_mark();
-                }
+                retry_now();
             }
             Reserve::Wait | Reserve::NoRoom => {
                 STATS.no_room.add(1, Relaxed);

@@ -211,7 +211,7 @@ static void test_no_cutoff(struct fs *fs)
 		c[i + 1] = st(fs, "cached_requests");
 		p[i + 1] = st(fs, "bytes_p2p");
 	}
-	if (spin_write_file(fs->knob, "131072"))
+	if (spin_write_file(fs->knob, fs->cutoff))
 		ok = 0;
 	if (ok && (c[1] - c[0] != 1 || c[2] != c[1] || p[2] != p[0])) {
 		snprintf(why, sizeof(why),
