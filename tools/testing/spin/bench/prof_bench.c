@@ -30,7 +30,11 @@
  * that holds the function: which inlined code costs what), .sample (2: the
  * reader and every CPU's other and idle tasks, the default; 1: the reader
  * only; 0: nothing, rates only: under instruction counting the sampling
- * delays the reader, by more in one mode than in the other). Also counts the
+ * delays the reader, by more in one mode than in the other), .dst (gpu, the
+ * default; host: the reads go into host memory, an 8 MiB malloc()ed buffer,
+ * while the GPU buffer stays mapped, so that both modes measure what the
+ * router costs a CPU-only read of a process with GPU memory mapped, #15's
+ * "on" check; the modes should then agree). Also counts the
  * folios the page cache takes in, by order (tracefs), and for sequential reads
  * each mode's wall time per request by its offset in a pair of 1 MiB chunks
  * (with .res=50 the first one cached), to show where in the chunks they differ.
@@ -87,7 +91,7 @@ static long size = 4096, res = 50, rnd, secs = 2, rounds = 3, top = 30, ra_limit
 static long ra_kb = -1;
 /* What is sampled: 2 the reader and every CPU's other tasks, 1 the reader, 0 nothing. */
 static long sample = 2;
-static const char *annotate;
+static const char *annotate, *dst_name;
 static int annot_sym = -1;
 static long long bps, iops;
 
@@ -346,7 +350,7 @@ static void orders_end(struct prof *p)
 
 static int setup_fd = -1, raw_fd = -1;
 static long long dev_size;
-static uint8_t *host, *drain_buf, *gpu;
+static uint8_t *host, *drain_buf, *gpu, *dst;
 
 static void set_residency(void)
 {
@@ -404,8 +408,9 @@ static double run(struct prof *p, struct prof *o, long *reqs)
 			int cached = res == 100 || (res == 50 && (at / MiB) % 2 == 0);
 			double t1 = bench_now();
 
-			if (pread(fd, gpu + at % (8 * MiB), size, at) != size)
-				die("pread into GPU memory: %s", strerror(errno));
+			if (pread(fd, dst + at % (8 * MiB), size, at) != size)
+				die("pread into %s memory: %s", dst == gpu ? "GPU" : "host",
+				    strerror(errno));
 			t1 = bench_now() - t1;
 			p->t_chunk[cached] += t1;
 			p->n_chunk[cached]++;
@@ -585,6 +590,9 @@ int main(void)
 	trace = bench_opt_ll("prof_bench", "trace", trace);
 	sample = bench_opt_ll("prof_bench", "sample", sample);
 	annotate = bench_opt("prof_bench", "annotate");
+	dst_name = bench_opt("prof_bench", "dst");
+	if (dst_name && strcmp(dst_name, "gpu") && strcmp(dst_name, "host"))
+		die("prof_bench.dst=%s: gpu or host", dst_name);
 	bps = bench_opt_ll("prof_bench", "bps", 0);
 	iops = bench_opt_ll("prof_bench", "iops", 0);
 	if (size < 512 || size > (long)(8 * MiB) || FILE_LEN % size || rounds < 1 || rounds > 16 ||
@@ -634,12 +642,20 @@ int main(void)
 	if (gpu == MAP_FAILED)
 		die("no GPU memory: %s", strerror(errno));
 	memset(gpu, 0, 8 * MiB);
+	dst = gpu;
+	if (dst_name && !strcmp(dst_name, "host")) {
+		dst = malloc(8 * MiB);
+		if (!dst)
+			die("no host buffer");
+		memset(dst, 0, 8 * MiB);
+	}
 	for (int m = 0; m < 2; m++) {
 		prof_open(&prof[m], 0);
 		prof_open(&oth[m], 1);
 	}
-	printf("# prof_bench: %s %ld B reads, %ld%% resident, %ld rounds of %ld s per mode\n",
-	       rnd ? "random" : "sequential", size, res, rounds, secs);
+	printf("# prof_bench: %s %ld B reads into %s memory, ", rnd ? "random" : "sequential", size,
+	       dst == gpu ? "GPU" : "host");
+	printf("%ld%% resident, %ld rounds of %ld s per mode\n", res, rounds, secs);
 	/* Twice each, alternating: the first pass may still share the CPU with writeback. */
 	for (int m = 0; trace > 0 && m < 4; m++)
 		trace_pass(modes[(m + 1) % 2]);
