@@ -110,6 +110,24 @@ static noinline bool spin_addr_lookup(struct mm_struct *mm, unsigned long addr,
 }
 
 /*
+ * spin_host_hint_hit - is @addr in the host VMA this CPU last found in @mm?
+ * @mm: the current mm
+ * @addr: a user address
+ * @seq: @mm's mm_lock_seq, read by mmap_lock_speculate_try_begin()
+ */
+static __always_inline bool spin_host_hint_hit(const struct mm_struct *mm,
+					       unsigned long addr,
+					       unsigned int seq)
+{
+	struct spin_host_hint *h = get_cpu_ptr(&spin_host_hint);
+	bool hit = h->mm == mm && h->seq == seq && addr >= h->start &&
+		   addr < h->end;
+
+	put_cpu_ptr(&spin_host_hint);
+	return hit;
+}
+
+/*
  * spin_addr_maybe_gpu - could @addr of @mm be GPU memory?
  *
  * See spin_iter_maybe_gpu(). The VMA is found under RCU, as
@@ -121,20 +139,38 @@ static noinline bool spin_addr_lookup(struct mm_struct *mm, unsigned long addr,
 static __always_inline bool spin_addr_maybe_gpu(struct mm_struct *mm,
 						unsigned long addr)
 {
-	struct spin_host_hint *h;
 	unsigned int seq;
-	bool spec, hit;
+	bool spec;
 
 	spec = mmap_lock_speculate_try_begin(mm, &seq);
-	if (spec) {
-		h = get_cpu_ptr(&spin_host_hint);
-		hit = h->mm == mm && h->seq == seq && addr >= h->start &&
-		      addr < h->end;
-		put_cpu_ptr(&spin_host_hint);
-		if (hit)
-			return false;
-	}
+	if (spec && spin_host_hint_hit(mm, addr, seq))
+		return false;
 	return spin_addr_lookup(mm, addr, spec, seq);
+}
+
+/*
+ * spin_ubuf_host_hint - does a one-segment request start in the host VMA
+ * this CPU remembered?
+ * @iter: a destination or source
+ *
+ * The common request of a process with GPU memory mapped, a read(2) or
+ * write(2) of host memory, answered before anything else is looked at: a
+ * request that starts in host memory is passed on, whatever it is.
+ *
+ * Return: %true if @iter is an ITER_UBUF whose first byte is in that VMA.
+ */
+static __always_inline bool spin_ubuf_host_hint(const struct iov_iter *iter)
+{
+	struct mm_struct *mm;
+	unsigned int seq;
+
+	if (!IS_ENABLED(CONFIG_PER_VMA_LOCK) || !iter_is_ubuf(iter))
+		return false;
+	mm = current->mm;
+	if (unlikely(!mm) || !mmap_lock_speculate_try_begin(mm, &seq))
+		return false;
+	return spin_host_hint_hit(mm, (unsigned long)iter->ubuf +
+				  iter->iov_offset, seq);
 }
 
 /*
@@ -223,25 +259,53 @@ spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 	return SPIN_ROUTE_YES;
 }
 
-/**
- * spin_route_read_iter - a read of a process that mapped p2pdma memory
- * @iocb: the read's control block
- * @iter: its destination
+/*
+ * spin_route_read_look - spin_route_read_iter() past the per-CPU hint
  *
- * Called by spin_read_iter(). A read into host memory only (most reads of
- * such a process) is passed on here, in C, at the cost of spin_routable();
- * every other goes to the router, spin_router_read_iter() (Rust), with
- * spin_routable()'s verdict.
- *
- * Return: as ->read_iter().
+ * Out of line, so that a read the hint answers saves no registers.
  */
-ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter)
+static noinline ssize_t spin_route_read_look(struct kiocb *iocb,
+					     struct iov_iter *iter)
 {
 	enum spin_route_verdict verdict = spin_routable(iocb, iter);
 
 	if (verdict == SPIN_ROUTE_NO)
 		return iocb->ki_filp->f_op->read_iter(iocb, iter);
 	return spin_router_read_iter(iocb, iter, verdict);
+}
+
+/**
+ * spin_route_read_iter - a read of a process that mapped p2pdma memory
+ * @iocb: the read's control block
+ * @iter: its destination
+ *
+ * Called by spin_read_iter(). A read into host memory only (most reads of
+ * such a process) is passed on here, in C: first, before anything else is
+ * looked at, one that starts in the host VMA this CPU found last
+ * (spin_ubuf_host_hint()), then any that spin_routable() says is not GPU
+ * I/O; every other goes to the router, spin_router_read_iter() (Rust), with
+ * spin_routable()'s verdict.
+ *
+ * Return: as ->read_iter().
+ */
+ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter)
+{
+	if (spin_ubuf_host_hint(iter))
+		return iocb->ki_filp->f_op->read_iter(iocb, iter);
+	return spin_route_read_look(iocb, iter);
+}
+
+/*
+ * spin_route_write_look - spin_route_write_iter() past the per-CPU hint
+ */
+static noinline ssize_t spin_route_write_look(struct kiocb *iocb,
+					      struct iov_iter *iter)
+{
+	enum spin_route_verdict verdict = spin_routable(iocb, iter);
+
+	if (verdict == SPIN_ROUTE_NO)
+		return iocb->ki_filp->f_op->write_iter(iocb, iter);
+	return spin_router_write_iter(iocb, iter, verdict);
 }
 
 /**
@@ -256,11 +320,9 @@ ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter)
  */
 ssize_t spin_route_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
-	enum spin_route_verdict verdict = spin_routable(iocb, iter);
-
-	if (verdict == SPIN_ROUTE_NO)
+	if (spin_ubuf_host_hint(iter))
 		return iocb->ki_filp->f_op->write_iter(iocb, iter);
-	return spin_router_write_iter(iocb, iter, verdict);
+	return spin_route_write_look(iocb, iter);
 }
 
 /**

@@ -15,12 +15,16 @@
  *    is cleared) are seen by the next read (file_verdict_misses);
  *  - a process with GPU memory mapped: reads into host memory are not routed
  *    (requests unchanged), a readv whose second segment starts in GPU memory
- *    is.
+ *    is; the per-CPU host hint that answers the first (spin_ubuf_host_hint())
+ *    is stale the moment the mapping changes: GPU memory mapped over host
+ *    memory at the same address is routed on the very next read, and host
+ *    memory mapped back is not.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +56,7 @@ struct fs {
 
 static char gpu[PATH_MAX];
 static uint8_t *gmem, *host;
+static int gbuf;
 static pid_t main_pid;
 static struct fs *cur;
 
@@ -347,6 +352,74 @@ static void test_host(struct fs *fs)
 			 fs->name, why);
 }
 
+/*
+ * Host memory read into twice (the second read finds this CPU's hint), GPU
+ * memory mapped over it at the same address and read into at once, host
+ * memory mapped back and read into: only the read into GPU memory is
+ * routed. Pinned to one CPU, and no other read in between (the counters are
+ * read before and after), so that a hint that outlived its mapping would be
+ * found.
+ */
+static void test_host_remap(struct fs *fs)
+{
+	size_t len = 256 * KiB;
+	char why[256] = "ok";
+	long long r[3];
+	cpu_set_t one, all;
+	int ok = !residency(fs, 0, 0), gpu_ok = 1, host_ok;
+	uint8_t *a, *g = MAP_FAILED;
+
+	a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (a == MAP_FAILED || sched_getaffinity(0, sizeof(all), &all))
+		ksft_exit_fail_msg("host memory: %s\n", strerror(errno));
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		ksft_exit_fail_msg("sched_setaffinity: %s\n", strerror(errno));
+	memset(a, 0, len);
+	r[0] = st(fs, "requests");
+	host_ok = pread(fs->fd, a, 64 * KiB, 0) == (ssize_t)(64 * KiB) &&
+		  pread(fs->fd, a, 64 * KiB, 64 * KiB) == (ssize_t)(64 * KiB);
+	if (host_ok)
+		g = mmap(a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, gbuf, 0);
+	if (g != MAP_FAILED)
+		gpu_ok = pread(fs->fd, g, 64 * KiB, 256 * KiB) == (ssize_t)(64 * KiB);
+	r[1] = st(fs, "requests");
+	if (!host_ok || g == MAP_FAILED || !gpu_ok) {
+		snprintf(why, sizeof(why), "%s: %s",
+			 !host_ok ? "pread into host memory" :
+			 g == MAP_FAILED ? "GPU memory over host memory" : "pread into GPU memory",
+			 strerror(errno));
+		ok = 0;
+	}
+	ok = ok && !spin_gpu_check(gpu, g, 64 * KiB, fs->seed, 256 * KiB, why, sizeof(why));
+	if (ok && mmap(a, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		       -1, 0) == MAP_FAILED) {
+		snprintf(why, sizeof(why), "host memory over GPU memory: %s", strerror(errno));
+		ok = 0;
+	}
+	if (ok && pread(fs->fd, a, 64 * KiB, 512 * KiB) != (ssize_t)(64 * KiB)) {
+		snprintf(why, sizeof(why), "pread into host memory again: %s", strerror(errno));
+		ok = 0;
+	}
+	r[2] = st(fs, "requests");
+	if (ok && spin_pattern_check(a, 512 * KiB, 64 * KiB, fs->seed) >= 0) {
+		snprintf(why, sizeof(why), "wrong bytes in host memory");
+		ok = 0;
+	}
+	if (ok && (r[1] - r[0] != 1 || r[2] != r[1])) {
+		snprintf(why, sizeof(why),
+			 "requests +%lld (two host reads, then one into GPU memory over them), +%lld (host again); want 1, 0",
+			 r[1] - r[0], r[2] - r[1]);
+		ok = 0;
+	}
+	sched_setaffinity(0, sizeof(all), &all);
+	munmap(a, len);
+	ksft_test_result(ok,
+			 "%s: host memory, then GPU memory mapped at the same address: only the GPU read routed, at once: %s\n",
+			 fs->name, why);
+}
+
 static void run(struct fs *fs)
 {
 	size_t off;
@@ -382,6 +455,7 @@ static void run(struct fs *fs)
 	if (!strcmp(fs->type, "ext4"))
 		test_journal(fs);
 	test_host(fs);
+	test_host_remap(fs);
 	restore();
 }
 
@@ -391,19 +465,19 @@ int main(void)
 			   .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/fp-ext4", .seed = 501 };
 	struct fs xfs = { .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
 			  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/fp-xfs", .seed = 502 };
-	int heap, buf;
 	char ra[32];
+	int heap;
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(13);
+	ksft_set_plan(15);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
 		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
 	if (spin_read_file("/sys/kernel/spin/ra_partition_pages", ra, sizeof(ra)) || !atoi(ra))
 		ksft_print_msg("GPU read-ahead is off (%s)\n", ra);
-	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
+	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &gbuf);
 	host = spin_alloc_aligned(MiB);
 	if (gmem == MAP_FAILED || !host)
 		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
