@@ -57,20 +57,51 @@ void spin_route_key_put(void)
 	static_branch_dec(&spin_route_key);
 }
 
+/* Host VMAs remembered per CPU: a process reads into its stack and heap in turn. */
+#define SPIN_HOST_HINTS 4
+
 /*
- * The last host VMA a CPU found for a process with GPU memory mapped: its
- * mm (compared, never followed), the mm's mm_lock_seq when it was found,
- * and its bounds. Every change of an mm's VMAs takes its mmap_lock for
- * writing, which moves mm_lock_seq, so the entry holds while the sequence
- * is unchanged.
+ * The last host VMAs a CPU found for a process with GPU memory mapped, the
+ * latest first: their mm (compared, never followed), the mm's mm_lock_seq
+ * when they were found, and their bounds (an unused slot is empty, 0-0).
+ * Every change of an mm's VMAs takes its mmap_lock for writing, which moves
+ * mm_lock_seq, so the entries hold while the sequence is unchanged.
  */
 struct spin_host_hint {
 	const struct mm_struct *mm;
 	unsigned int seq;
-	unsigned long start, end;
+	struct {
+		unsigned long start, end;
+	} vma[SPIN_HOST_HINTS];
 };
 
 static DEFINE_PER_CPU(struct spin_host_hint, spin_host_hint);
+
+/*
+ * spin_host_hint_add - remember a host VMA of @mm on this CPU
+ * @mm: the current mm
+ * @seq: its mm_lock_seq, unchanged since the VMA was found
+ * @start: the VMA's start
+ * @end: its end
+ *
+ * The entries of another mm, or of another sequence of @mm, are dropped;
+ * the oldest entry makes room.
+ */
+static void spin_host_hint_add(const struct mm_struct *mm, unsigned int seq,
+			       unsigned long start, unsigned long end)
+{
+	struct spin_host_hint *h = get_cpu_ptr(&spin_host_hint);
+
+	if (h->mm != mm || h->seq != seq) {
+		memset(h->vma, 0, sizeof(h->vma));
+		h->mm = mm;
+		h->seq = seq;
+	}
+	memmove(&h->vma[1], &h->vma[0], sizeof(h->vma) - sizeof(h->vma[0]));
+	h->vma[0].start = start;
+	h->vma[0].end = end;
+	put_cpu_ptr(&spin_host_hint);
+}
 
 /*
  * spin_addr_lookup - spin_addr_maybe_gpu() when the per-CPU hint missed
@@ -82,7 +113,6 @@ static noinline bool spin_addr_lookup(struct mm_struct *mm, unsigned long addr,
 				      bool spec, unsigned int seq)
 {
 	unsigned long start = 0, end = 0, flags = 0;
-	struct spin_host_hint *h;
 	struct vm_area_struct *vma;
 
 	rcu_read_lock();
@@ -101,16 +131,13 @@ static noinline bool spin_addr_lookup(struct mm_struct *mm, unsigned long addr,
 		return false;
 	if (flags & VM_MIXEDMAP)
 		return true;
-	if (spec && !mmap_lock_speculate_retry(mm, seq)) {
-		h = get_cpu_ptr(&spin_host_hint);
-		*h = (struct spin_host_hint){ mm, seq, start, end };
-		put_cpu_ptr(&spin_host_hint);
-	}
+	if (spec && !mmap_lock_speculate_retry(mm, seq))
+		spin_host_hint_add(mm, seq, start, end);
 	return false;
 }
 
 /*
- * spin_host_hint_hit - is @addr in the host VMA this CPU last found in @mm?
+ * spin_host_hint_hit - is @addr in a host VMA this CPU found in @mm?
  * @mm: the current mm
  * @addr: a user address
  * @seq: @mm's mm_lock_seq, read by mmap_lock_speculate_try_begin()
@@ -120,9 +147,19 @@ static __always_inline bool spin_host_hint_hit(const struct mm_struct *mm,
 					       unsigned int seq)
 {
 	struct spin_host_hint *h = get_cpu_ptr(&spin_host_hint);
-	bool hit = h->mm == mm && h->seq == seq && addr >= h->start &&
-		   addr < h->end;
+	bool hit = false;
+	int i;
 
+	if (h->mm == mm && h->seq == seq) {
+		for (i = 0; i < SPIN_HOST_HINTS; i++) {
+			/* Unsigned: below start wraps; an empty slot is 0-0. */
+			if (addr - h->vma[i].start <
+			    h->vma[i].end - h->vma[i].start) {
+				hit = true;
+				break;
+			}
+		}
+	}
 	put_cpu_ptr(&spin_host_hint);
 	return hit;
 }
@@ -134,7 +171,8 @@ static __always_inline bool spin_host_hint_hit(const struct mm_struct *mm,
  * lock_vma_under_rcu() finds it, without locking it; if the mm's
  * mm_lock_seq did not move meanwhile (the speculation uprobes uses), the
  * VMA's bounds and flags were read whole, and a host VMA is remembered per
- * CPU, so that the next read into it costs a few compares.
+ * CPU (the last SPIN_HOST_HINTS of them), so that the next read into it
+ * costs a few compares.
  */
 static __always_inline bool spin_addr_maybe_gpu(struct mm_struct *mm,
 						unsigned long addr)
@@ -149,7 +187,7 @@ static __always_inline bool spin_addr_maybe_gpu(struct mm_struct *mm,
 }
 
 /*
- * spin_ubuf_host_hint - does a one-segment request start in the host VMA
+ * spin_ubuf_host_hint - does a one-segment request start in a host VMA
  * this CPU remembered?
  * @iter: a destination or source
  *
@@ -281,7 +319,7 @@ static noinline ssize_t spin_route_read_look(struct kiocb *iocb,
  *
  * Called by spin_read_iter(). A read into host memory only (most reads of
  * such a process) is passed on here, in C: first, before anything else is
- * looked at, one that starts in the host VMA this CPU found last
+ * looked at, one that starts in a host VMA this CPU found lately
  * (spin_ubuf_host_hint()), then any that spin_routable() says is not GPU
  * I/O; every other goes to the router, spin_router_read_iter() (Rust), with
  * spin_routable()'s verdict.

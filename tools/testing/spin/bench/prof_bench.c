@@ -34,7 +34,9 @@
  * default; host: the reads go into host memory, an 8 MiB malloc()ed buffer,
  * while the GPU buffer stays mapped, so that both modes measure what the
  * router costs a CPU-only read of a process with GPU memory mapped, #15's
- * "on" check; the modes should then agree). Also counts the
+ * "on" check; the modes should then agree; host2: the same, every other read
+ * into a second such buffer, a VMA of its own, as a process that reads into
+ * its stack and its heap in turn). Also counts the
  * folios the page cache takes in, by order (tracefs), and for sequential reads
  * each mode's wall time per request by its offset in a pair of 1 MiB chunks
  * (with .res=50 the first one cached), to show where in the chunks they differ.
@@ -350,7 +352,7 @@ static void orders_end(struct prof *p)
 
 static int setup_fd = -1, raw_fd = -1;
 static long long dev_size;
-static uint8_t *host, *drain_buf, *gpu, *dst;
+static uint8_t *host, *drain_buf, *gpu, *dst, *dst2;
 
 static void set_residency(void)
 {
@@ -408,7 +410,8 @@ static double run(struct prof *p, struct prof *o, long *reqs)
 			int cached = res == 100 || (res == 50 && (at / MiB) % 2 == 0);
 			double t1 = bench_now();
 
-			if (pread(fd, dst + at % (8 * MiB), size, at) != size)
+			if (pread(fd, (dst2 && i % 2 ? dst2 : dst) + at % (8 * MiB), size, at) !=
+			    size)
 				die("pread into %s memory: %s", dst == gpu ? "GPU" : "host",
 				    strerror(errno));
 			t1 = bench_now() - t1;
@@ -591,8 +594,9 @@ int main(void)
 	sample = bench_opt_ll("prof_bench", "sample", sample);
 	annotate = bench_opt("prof_bench", "annotate");
 	dst_name = bench_opt("prof_bench", "dst");
-	if (dst_name && strcmp(dst_name, "gpu") && strcmp(dst_name, "host"))
-		die("prof_bench.dst=%s: gpu or host", dst_name);
+	if (dst_name && strcmp(dst_name, "gpu") && strcmp(dst_name, "host") &&
+	    strcmp(dst_name, "host2"))
+		die("prof_bench.dst=%s: gpu, host or host2", dst_name);
 	bps = bench_opt_ll("prof_bench", "bps", 0);
 	iops = bench_opt_ll("prof_bench", "iops", 0);
 	if (size < 512 || size > (long)(8 * MiB) || FILE_LEN % size || rounds < 1 || rounds > 16 ||
@@ -643,18 +647,24 @@ int main(void)
 		die("no GPU memory: %s", strerror(errno));
 	memset(gpu, 0, 8 * MiB);
 	dst = gpu;
-	if (dst_name && !strcmp(dst_name, "host")) {
-		dst = malloc(8 * MiB);
-		if (!dst)
-			die("no host buffer");
+	if (dst_name && strcmp(dst_name, "gpu")) {
+		/* Two VMAs, kept apart by an inaccessible page. */
+		dst = mmap(NULL, 16 * MiB + 4 * KiB, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (dst == MAP_FAILED || mprotect(dst + 8 * MiB, 4 * KiB, PROT_NONE))
+			die("no host buffer: %s", strerror(errno));
 		memset(dst, 0, 8 * MiB);
+		if (!strcmp(dst_name, "host2")) {
+			dst2 = dst + 8 * MiB + 4 * KiB;
+			memset(dst2, 0, 8 * MiB);
+		}
 	}
 	for (int m = 0; m < 2; m++) {
 		prof_open(&prof[m], 0);
 		prof_open(&oth[m], 1);
 	}
 	printf("# prof_bench: %s %ld B reads into %s memory, ", rnd ? "random" : "sequential", size,
-	       dst == gpu ? "GPU" : "host");
+	       dst == gpu ? "GPU" : dst2 ? "two buffers of host" : "host");
 	printf("%ld%% resident, %ld rounds of %ld s per mode\n", res, rounds, secs);
 	/* Twice each, alternating: the first pass may still share the CPU with writeback. */
 	for (int m = 0; trace > 0 && m < 4; m++)
