@@ -27,7 +27,9 @@
  *    interleaved in every round; each measurement sets its residency first
  *    (fsync + POSIX_FADV_DONTNEED + pread into host memory of the chosen
  *    chunks, checked with mincore()), drains QEMU's throttling burst, and
- *    records the deltas of /sys/block/<disk>/spin/stat. One untimed read per
+ *    records the deltas of /sys/block/<disk>/spin/stat and of the disk's
+ *    reads (/sys/block/<disk>/stat: how many the device served, how many
+ *    KiB; rb-cell's <mode>_dev_reads, _dev_kib). One untimed read per
  *    measurement is checked against the file's pattern.
  *
  * Output (stdout is the results channel in bench mode): "rb-*" key=value lines
@@ -226,7 +228,22 @@ static void set_mode(int m)
 
 struct counters {
 	long long requests, bytes_pc, bytes_p2p, fallback, io_error;
+	long long dev_reads, dev_sectors;	/* /sys/block/<disk>/stat */
 };
+
+/* The disk's reads: how many requests the device saw, and how large. */
+static void read_disk_stat(struct counters *c)
+{
+	char path[PATH_MAX];
+	long long merged;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/stat", disk);
+	f = fopen(path, "r");
+	if (!f || fscanf(f, "%lld %lld %lld", &c->dev_reads, &merged, &c->dev_sectors) != 3)
+		die("%s: %s", path, f ? "unreadable" : strerror(errno));
+	fclose(f);
+}
 
 static void read_counters(struct counters *c)
 {
@@ -235,8 +252,12 @@ static void read_counters(struct counters *c)
 	FILE *f = fopen(stat_path, "r");
 
 	memset(c, 0, sizeof(*c));
-	if (opt.norouter)
+	read_disk_stat(c);
+	if (opt.norouter) {
+		if (f)
+			fclose(f);
 		return;
+	}
 	if (!f)
 		die("%s: %s", stat_path, strerror(errno));
 	while (fscanf(f, "%63s %lld", name, &v) == 2) {
@@ -261,6 +282,8 @@ static void sub_counters(struct counters *acc, const struct counters *a, const s
 	acc->bytes_p2p += b->bytes_p2p - a->bytes_p2p;
 	acc->fallback += b->fallback - a->fallback;
 	acc->io_error += b->io_error - a->io_error;
+	acc->dev_reads += b->dev_reads - a->dev_reads;
+	acc->dev_sectors += b->dev_sectors - a->dev_sectors;
 }
 
 /* --- the rig: throttling burst, residency --- */
@@ -333,6 +356,15 @@ static double vmax(const double *v, int n)
 
 	for (int i = 1; i < n; i++)
 		m = v[i] > m ? v[i] : m;
+	return m;
+}
+
+static double vsum(const double *v, int n)
+{
+	double m = 0;
+
+	for (int i = 0; i < n; i++)
+		m += v[i];
 	return m;
 }
 
@@ -1061,6 +1093,8 @@ static void report_cell(const struct cell *c)
 		printf(" %s_p2p=%lld %s_pc=%lld %s_req=%lld %s_fb=%lld %s_ioerr=%lld", n,
 		       k->bytes_p2p, n, k->bytes_pc, n, k->requests, n, k->fallback, n,
 		       k->io_error);
+		printf(" %s_dev_reads=%lld %s_dev_kib=%lld %s_calls_all=%.0f", n, k->dev_reads, n,
+		       k->dev_sectors / 2, n, vsum(c->calls[m], c->nr));
 	}
 	printf("\n");
 }

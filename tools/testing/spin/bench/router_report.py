@@ -254,6 +254,26 @@ def report(d, nospin):
                 r = c["auto"] / c["pagecache"] if c["pagecache"] > 0 else float("nan")
                 w(f"| {human(c['size'])} | {c['auto']:.1f} | {c['pagecache']:.1f} | {r:.2f} | "
                   f"{'met' if r >= GOAL_RA_PC else '**missed**'} |")
+        rnd = [c for c in cells if c["kind"] == "rand" and c["res"] < 100 and
+               c.get("auto_calls_all")]
+        if rnd:
+            w("\n### The device's reads in the random cells\n")
+            w("Per `pread()` (all rounds), from the disk's own counters "
+              "(`/sys/block/<disk>/stat`): how many reads the device served and their mean "
+              "size. A random round reads distinct slots, none twice, so a mode that needs "
+              "fewer reads per call found pages read ahead by an earlier call (the page "
+              "cache's context read-ahead after cached pages, in `pagecache` mode).\n")
+            w("| size | resident | auto reads | auto KiB/read | pagecache reads | "
+              "pagecache KiB/read | auto / best |\n| --- | --- | --- | --- | --- | --- | --- |")
+            for c in rnd:
+                def per(m):
+                    calls = c[f"{m}_calls_all"]
+                    n = c[f"{m}_dev_reads"]
+                    return (n / calls if calls else float("nan"),
+                            c[f"{m}_dev_kib"] / n if n else float("nan"))
+                (an, ak), (pn, pk) = per("auto"), per("pagecache")
+                w(f"| {human(c['size'])} | {c['res']}% | {an:.2f} | {ak:.0f} | {pn:.2f} | "
+                  f"{pk:.0f} | {c['ratio']:.2f} |")
         odd = [c for c in cells if c.get("p2p_fb", 0) or c.get("auto_ioerr", 0)
                or c.get("p2p_ioerr", 0)]
         def mode_share(m):
