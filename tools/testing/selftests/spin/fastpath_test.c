@@ -17,8 +17,8 @@
  *    (requests unchanged), a readv whose second segment starts in GPU memory
  *    is; the per-CPU host hint that answers the first (spin_ubuf_host_hint())
  *    is stale the moment the mapping changes: GPU memory mapped over host
- *    memory at the same address is routed on the very next read, and host
- *    memory mapped back is not.
+ *    memory at the same address is routed on the very next read and write,
+ *    and host memory mapped back is not.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -354,17 +354,17 @@ static void test_host(struct fs *fs)
 
 /*
  * Host memory read into twice (the second read finds this CPU's hint), GPU
- * memory mapped over it at the same address and read into at once, host
- * memory mapped back and read into: only the read into GPU memory is
- * routed. Pinned to one CPU, and no other read in between (the counters are
- * read before and after), so that a hint that outlived its mapping would be
- * found.
+ * memory mapped over it at the same address, read into at once and written
+ * from, host memory mapped back, read into and written from: only the read
+ * and the write of GPU memory are routed. Pinned to one CPU, and no other
+ * read in between (the counters are read before and after), so that a hint
+ * that outlived its mapping would be found.
  */
 static void test_host_remap(struct fs *fs)
 {
 	size_t len = 256 * KiB;
 	char why[256] = "ok";
-	long long r[3];
+	long long r[3], w[3];
 	cpu_set_t one, all;
 	int ok = !residency(fs, 0, 0), gpu_ok = 1, host_ok;
 	uint8_t *a, *g = MAP_FAILED;
@@ -378,17 +378,22 @@ static void test_host_remap(struct fs *fs)
 		ksft_exit_fail_msg("sched_setaffinity: %s\n", strerror(errno));
 	memset(a, 0, len);
 	r[0] = st(fs, "requests");
+	w[0] = st(fs, "write_requests");
 	host_ok = pread(fs->fd, a, 64 * KiB, 0) == (ssize_t)(64 * KiB) &&
 		  pread(fs->fd, a, 64 * KiB, 64 * KiB) == (ssize_t)(64 * KiB);
 	if (host_ok)
 		g = mmap(a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, gbuf, 0);
+	/* The bytes read are written back where they came from. */
 	if (g != MAP_FAILED)
-		gpu_ok = pread(fs->fd, g, 64 * KiB, 256 * KiB) == (ssize_t)(64 * KiB);
+		gpu_ok = pread(fs->fd, g, 64 * KiB, 256 * KiB) == (ssize_t)(64 * KiB) &&
+			 pwrite(fs->fd, g, 64 * KiB, 256 * KiB) == (ssize_t)(64 * KiB);
 	r[1] = st(fs, "requests");
+	w[1] = st(fs, "write_requests");
 	if (!host_ok || g == MAP_FAILED || !gpu_ok) {
 		snprintf(why, sizeof(why), "%s: %s",
 			 !host_ok ? "pread into host memory" :
-			 g == MAP_FAILED ? "GPU memory over host memory" : "pread into GPU memory",
+			 g == MAP_FAILED ? "GPU memory over host memory" :
+			 "pread into and pwrite from GPU memory",
 			 strerror(errno));
 		ok = 0;
 	}
@@ -398,25 +403,28 @@ static void test_host_remap(struct fs *fs)
 		snprintf(why, sizeof(why), "host memory over GPU memory: %s", strerror(errno));
 		ok = 0;
 	}
-	if (ok && pread(fs->fd, a, 64 * KiB, 512 * KiB) != (ssize_t)(64 * KiB)) {
-		snprintf(why, sizeof(why), "pread into host memory again: %s", strerror(errno));
+	if (ok && (pread(fs->fd, a, 64 * KiB, 512 * KiB) != (ssize_t)(64 * KiB) ||
+		   pwrite(fs->fd, a, 64 * KiB, 512 * KiB) != (ssize_t)(64 * KiB))) {
+		snprintf(why, sizeof(why), "pread into and pwrite from host memory again: %s",
+			 strerror(errno));
 		ok = 0;
 	}
 	r[2] = st(fs, "requests");
+	w[2] = st(fs, "write_requests");
 	if (ok && spin_pattern_check(a, 512 * KiB, 64 * KiB, fs->seed) >= 0) {
 		snprintf(why, sizeof(why), "wrong bytes in host memory");
 		ok = 0;
 	}
-	if (ok && (r[1] - r[0] != 1 || r[2] != r[1])) {
+	if (ok && (r[1] - r[0] != 1 || r[2] != r[1] || w[1] - w[0] != 1 || w[2] != w[1])) {
 		snprintf(why, sizeof(why),
-			 "requests +%lld (two host reads, then one into GPU memory over them), +%lld (host again); want 1, 0",
-			 r[1] - r[0], r[2] - r[1]);
+			 "requests +%lld, write_requests +%lld (two host reads, then a read and a write of GPU memory over them), +%lld, +%lld (host again); want 1, 1, 0, 0",
+			 r[1] - r[0], w[1] - w[0], r[2] - r[1], w[2] - w[1]);
 		ok = 0;
 	}
 	sched_setaffinity(0, sizeof(all), &all);
 	munmap(a, len);
 	ksft_test_result(ok,
-			 "%s: host memory, then GPU memory mapped at the same address: only the GPU read routed, at once: %s\n",
+			 "%s: host memory, then GPU memory mapped at the same address: only the GPU read and write routed, at once: %s\n",
 			 fs->name, why);
 }
 
