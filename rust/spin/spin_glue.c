@@ -298,18 +298,22 @@ spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 }
 
 /*
- * spin_route_read_look - spin_route_read_iter() past the per-CPU hint
+ * spin_route_look - spin_route_read_iter() or spin_route_write_iter() past
+ * the per-CPU hint
  *
- * Out of line, so that a read the hint answers saves no registers.
+ * Out of line, so that a request the hint answers saves no registers.
  */
-static noinline ssize_t spin_route_read_look(struct kiocb *iocb,
-					     struct iov_iter *iter)
+static noinline ssize_t spin_route_look(struct kiocb *iocb,
+					struct iov_iter *iter)
 {
 	enum spin_route_verdict verdict = spin_routable(iocb, iter);
+	const struct file_operations *fop = iocb->ki_filp->f_op;
 
-	if (verdict == SPIN_ROUTE_NO)
-		return iocb->ki_filp->f_op->read_iter(iocb, iter);
-	return spin_router_read_iter(iocb, iter, verdict);
+	if (iov_iter_rw(iter) == WRITE)
+		return verdict == SPIN_ROUTE_NO ? fop->write_iter(iocb, iter) :
+		       spin_router_write_iter(iocb, iter, verdict);
+	return verdict == SPIN_ROUTE_NO ? fop->read_iter(iocb, iter) :
+	       spin_router_read_iter(iocb, iter, verdict);
 }
 
 /**
@@ -330,20 +334,7 @@ ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
 	if (spin_ubuf_host_hint(iter))
 		return iocb->ki_filp->f_op->read_iter(iocb, iter);
-	return spin_route_read_look(iocb, iter);
-}
-
-/*
- * spin_route_write_look - spin_route_write_iter() past the per-CPU hint
- */
-static noinline ssize_t spin_route_write_look(struct kiocb *iocb,
-					      struct iov_iter *iter)
-{
-	enum spin_route_verdict verdict = spin_routable(iocb, iter);
-
-	if (verdict == SPIN_ROUTE_NO)
-		return iocb->ki_filp->f_op->write_iter(iocb, iter);
-	return spin_router_write_iter(iocb, iter, verdict);
+	return spin_route_look(iocb, iter);
 }
 
 /**
@@ -360,7 +351,7 @@ ssize_t spin_route_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
 	if (spin_ubuf_host_hint(iter))
 		return iocb->ki_filp->f_op->write_iter(iocb, iter);
-	return spin_route_write_look(iocb, iter);
+	return spin_route_look(iocb, iter);
 }
 
 /**
