@@ -166,6 +166,9 @@ static __always_inline bool spin_host_hint_hit(const struct mm_struct *mm,
 
 /*
  * spin_addr_maybe_gpu - could @addr of @mm be GPU memory?
+ * @mm: the current mm
+ * @addr: a user address
+ * @hint: look at this CPU's hint first (%false: a caller looked already)
  *
  * See spin_iter_maybe_gpu(). The VMA is found under RCU, as
  * lock_vma_under_rcu() finds it, without locking it; if the mm's
@@ -175,13 +178,13 @@ static __always_inline bool spin_host_hint_hit(const struct mm_struct *mm,
  * costs a few compares.
  */
 static __always_inline bool spin_addr_maybe_gpu(struct mm_struct *mm,
-						unsigned long addr)
+						unsigned long addr, bool hint)
 {
 	unsigned int seq;
 	bool spec;
 
 	spec = mmap_lock_speculate_try_begin(mm, &seq);
-	if (spec && spin_host_hint_hit(mm, addr, seq))
+	if (hint && spec && spin_host_hint_hit(mm, addr, seq))
 		return false;
 	return spin_addr_lookup(mm, addr, spec, seq);
 }
@@ -225,7 +228,7 @@ static noinline bool spin_iovec_maybe_gpu(struct mm_struct *mm,
 
 	for (idx = 0; spin_iter_segment(iter, idx, before, &addr, &len);
 	     idx++, before += len)
-		if (len && spin_addr_maybe_gpu(mm, addr))
+		if (len && spin_addr_maybe_gpu(mm, addr, true))
 			return true;
 	return false;
 }
@@ -254,10 +257,13 @@ static __always_inline bool spin_iter_maybe_gpu(const struct iov_iter *iter)
 		return false;
 	if (!IS_ENABLED(CONFIG_PER_VMA_LOCK))
 		return true;	/* VMAs are not freed by RCU: look under a lock */
-	/* read(2), pread(2), write(2), pwrite(2): one segment. */
+	/*
+	 * read(2), pread(2), write(2), pwrite(2): one segment, whose hint
+	 * spin_ubuf_host_hint() looked at before spin_routable() was called.
+	 */
 	if (iter_is_ubuf(iter))
 		return spin_addr_maybe_gpu(mm, (unsigned long)iter->ubuf +
-					   iter->iov_offset);
+					   iter->iov_offset, false);
 	return spin_iovec_maybe_gpu(mm, iter);
 }
 
