@@ -18,12 +18,15 @@
  *    is; the per-CPU host hint that answers the first (spin_ubuf_host_hint())
  *    is stale the moment the mapping changes: GPU memory mapped over host
  *    memory at the same address is routed on the very next read and write,
- *    and host memory mapped back is not.
+ *    and host memory mapped back is not, whether the mappings are changed on
+ *    the reader's CPU or by a thread on another one (whose hint the reader
+ *    never sees: only the mm's mmap sequence count tells).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,20 +363,80 @@ static void test_host(struct fs *fs)
  * read in between (the counters are read before and after), so that a hint
  * that outlived its mapping would be found.
  */
-static void test_host_remap(struct fs *fs)
+struct remap {
+	void *addr, *ret;
+	size_t len;
+	int flags, fd, cpu, err;
+};
+
+static void *remap_fn(void *arg)
+{
+	struct remap *m = arg;
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(m->cpu, &one);
+	if (sched_setaffinity(0, sizeof(one), &one)) {
+		m->err = errno;
+		return NULL;
+	}
+	m->ret = mmap(m->addr, m->len, PROT_READ | PROT_WRITE, m->flags | MAP_FIXED, m->fd, 0);
+	m->err = m->ret == MAP_FAILED ? errno : 0;
+	return NULL;
+}
+
+/*
+ * Maps @len bytes at @addr (MAP_FIXED): @fd's GPU memory, or host memory if
+ * @fd is -1. On this CPU if @cpu is -1, else by a thread pinned to @cpu.
+ */
+static void *remap(void *addr, size_t len, int fd, int cpu)
+{
+	struct remap m = { .addr = addr, .len = len, .fd = fd, .cpu = cpu,
+			   .flags = fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : MAP_SHARED };
+	pthread_t t;
+
+	if (cpu < 0)
+		return mmap(addr, len, PROT_READ | PROT_WRITE, m.flags | MAP_FIXED, fd, 0);
+	errno = pthread_create(&t, NULL, remap_fn, &m);
+	if (errno)
+		return MAP_FAILED;
+	errno = pthread_join(t, NULL);
+	if (errno)
+		return MAP_FAILED;
+	errno = m.err;
+	return m.err ? MAP_FAILED : m.ret;
+}
+
+/*
+ * The per-CPU host hint made stale: host memory read into (the hint now
+ * holds its VMA), GPU memory mapped at the same address, read into and
+ * written from, then host memory mapped back. Only the GPU read and write
+ * may be routed. The reader stays on one CPU; with @cross the mappings are
+ * changed by a thread on another CPU, whose hint the reader never sees.
+ */
+static void test_host_remap(struct fs *fs, int cross)
 {
 	size_t len = 256 * KiB;
 	char why[256] = "ok";
 	long long r[3], w[3];
 	cpu_set_t one, all;
-	int ok = !residency(fs, 0, 0), gpu_ok = 1, host_ok;
+	int ok = !residency(fs, 0, 0), gpu_ok = 1, host_ok, cpu, other = -1;
 	uint8_t *a, *g = MAP_FAILED;
 
 	a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (a == MAP_FAILED || sched_getaffinity(0, sizeof(all), &all))
 		ksft_exit_fail_msg("host memory: %s\n", strerror(errno));
+	cpu = sched_getcpu();
+	for (int i = 0; cross && i < CPU_SETSIZE && other < 0; i++)
+		if (i != cpu && CPU_ISSET(i, &all))
+			other = i;
+	if (cross && other < 0) {
+		munmap(a, len);
+		ksft_test_result_skip("%s: a stale hint across CPUs: one CPU only\n", fs->name);
+		return;
+	}
 	CPU_ZERO(&one);
-	CPU_SET(sched_getcpu(), &one);
+	CPU_SET(cpu, &one);
 	if (sched_setaffinity(0, sizeof(one), &one))
 		ksft_exit_fail_msg("sched_setaffinity: %s\n", strerror(errno));
 	memset(a, 0, len);
@@ -382,7 +445,7 @@ static void test_host_remap(struct fs *fs)
 	host_ok = pread(fs->fd, a, 64 * KiB, 0) == (ssize_t)(64 * KiB) &&
 		  pread(fs->fd, a, 64 * KiB, 64 * KiB) == (ssize_t)(64 * KiB);
 	if (host_ok)
-		g = mmap(a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, gbuf, 0);
+		g = remap(a, len, gbuf, other);
 	/* The bytes read are written back where they came from. */
 	if (g != MAP_FAILED)
 		gpu_ok = pread(fs->fd, g, 64 * KiB, 256 * KiB) == (ssize_t)(64 * KiB) &&
@@ -398,8 +461,7 @@ static void test_host_remap(struct fs *fs)
 		ok = 0;
 	}
 	ok = ok && !spin_gpu_check(gpu, g, 64 * KiB, fs->seed, 256 * KiB, why, sizeof(why));
-	if (ok && mmap(a, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-		       -1, 0) == MAP_FAILED) {
+	if (ok && remap(a, len, -1, other) == MAP_FAILED) {
 		snprintf(why, sizeof(why), "host memory over GPU memory: %s", strerror(errno));
 		ok = 0;
 	}
@@ -423,9 +485,14 @@ static void test_host_remap(struct fs *fs)
 	}
 	sched_setaffinity(0, sizeof(all), &all);
 	munmap(a, len);
-	ksft_test_result(ok,
-			 "%s: host memory, then GPU memory mapped at the same address: only the GPU read and write routed, at once: %s\n",
-			 fs->name, why);
+	if (cross)
+		ksft_test_result(ok,
+				 "%s: host memory, then GPU memory mapped at the same address by a thread on CPU %d: only the GPU read and write on CPU %d routed, at once: %s\n",
+				 fs->name, other, cpu, why);
+	else
+		ksft_test_result(ok,
+				 "%s: host memory, then GPU memory mapped at the same address: only the GPU read and write routed, at once: %s\n",
+				 fs->name, why);
 }
 
 static void run(struct fs *fs)
@@ -463,7 +530,8 @@ static void run(struct fs *fs)
 	if (!strcmp(fs->type, "ext4"))
 		test_journal(fs);
 	test_host(fs);
-	test_host_remap(fs);
+	test_host_remap(fs, 0);
+	test_host_remap(fs, 1);
 	restore();
 }
 
@@ -478,7 +546,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(15);
+	ksft_set_plan(17);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
