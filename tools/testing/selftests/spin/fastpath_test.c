@@ -355,14 +355,6 @@ static void test_host(struct fs *fs)
 			 fs->name, why);
 }
 
-/*
- * Host memory read into twice (the second read finds this CPU's hint), GPU
- * memory mapped over it at the same address, read into at once and written
- * from, host memory mapped back, read into and written from: only the read
- * and the write of GPU memory are routed. Pinned to one CPU, and no other
- * read in between (the counters are read before and after), so that a hint
- * that outlived its mapping would be found.
- */
 struct remap {
 	void *addr, *ret;
 	size_t len;
@@ -408,11 +400,14 @@ static void *remap(void *addr, size_t len, int fd, int cpu)
 }
 
 /*
- * The per-CPU host hint made stale: host memory read into (the hint now
- * holds its VMA), GPU memory mapped at the same address, read into and
- * written from, then host memory mapped back. Only the GPU read and write
- * may be routed. The reader stays on one CPU; with @cross the mappings are
- * changed by a thread on another CPU, whose hint the reader never sees.
+ * Host memory read into twice (the second read finds this CPU's hint), GPU
+ * memory mapped over it at the same address, read into at once and written
+ * from, host memory mapped back, read into and written from: only the read
+ * and the write of GPU memory are routed. The reader is pinned to one CPU,
+ * with no other read in between (the counters are read before and after), so
+ * that a hint that outlived its mapping would be found. With @cross the
+ * mappings are changed by a thread on another CPU, whose hint the reader
+ * never sees: only the mm's mmap sequence count can tell it.
  */
 static void test_host_remap(struct fs *fs, int cross)
 {
