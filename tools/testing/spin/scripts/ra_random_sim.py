@@ -32,7 +32,9 @@ the whole file once, as the bench's 16 KiB and 64 KiB rounds do (its smaller
 sizes stop after a second, with fewer traces: the model overstates
 ``pagecache`` mode there), and it is about 4% optimistic for ``pagecache``
 mode in the 16 KiB at 50% cell (1766 requests per round against 1844
-measured; ``auto`` 2079 against 2074).
+measured; ``auto`` 2079 against 2074). It is optimistic for the policies
+too: a one-off build of ``ghost`` (session 32) made both cells slower, not
+faster; see readahead.rst for what the model leaves out.
 """
 
 import argparse
