@@ -57,6 +57,12 @@ void spin_route_key_put(void)
 	static_branch_dec(&spin_route_key);
 }
 
+/* The user address of an ITER_UBUF iterator's next byte. */
+static __always_inline unsigned long spin_ubuf_addr(const struct iov_iter *iter)
+{
+	return (unsigned long)iter->ubuf + iter->iov_offset;
+}
+
 /* Host VMAs remembered per CPU: a process reads into its stack and heap in turn. */
 #define SPIN_HOST_HINTS 4
 
@@ -210,8 +216,7 @@ static __always_inline bool spin_ubuf_host_hint(const struct iov_iter *iter)
 	mm = current->mm;
 	if (unlikely(!mm) || !mmap_lock_speculate_try_begin(mm, &seq))
 		return false;
-	return spin_host_hint_hit(mm, (unsigned long)iter->ubuf +
-				  iter->iov_offset, seq);
+	return spin_host_hint_hit(mm, spin_ubuf_addr(iter), seq);
 }
 
 /*
@@ -262,8 +267,7 @@ static __always_inline bool spin_iter_maybe_gpu(const struct iov_iter *iter)
 	 * spin_ubuf_host_hint() looked at before spin_routable() was called.
 	 */
 	if (iter_is_ubuf(iter))
-		return spin_addr_maybe_gpu(mm, (unsigned long)iter->ubuf +
-					   iter->iov_offset, false);
+		return spin_addr_maybe_gpu(mm, spin_ubuf_addr(iter), false);
 	return spin_iovec_maybe_gpu(mm, iter);
 }
 
@@ -508,7 +512,7 @@ bool spin_iter_segment(const struct iov_iter *iter, unsigned long idx,
 	if (iter_is_ubuf(iter)) {
 		if (idx)
 			return false;
-		*addr = (unsigned long)iter->ubuf + iter->iov_offset;
+		*addr = spin_ubuf_addr(iter);
 		*len = left;
 		return true;
 	}

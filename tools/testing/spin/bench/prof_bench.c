@@ -31,7 +31,7 @@
  * reader and every CPU's other and idle tasks, the default; 1: the reader
  * only; 0: nothing, rates only: under instruction counting the sampling
  * delays the reader, by more in one mode than in the other), .dst (gpu, the
- * default; host: the reads go into host memory, an 8 MiB malloc()ed buffer,
+ * default; host: the reads go into host memory, an 8 MiB anonymous mapping,
  * while the GPU buffer stays mapped, so that both modes measure what the
  * router costs a CPU-only read of a process with GPU memory mapped, #15's
  * "on" check; the modes should then agree; host2: the same, every other read

@@ -21,8 +21,9 @@ differently) and counts the requests of
 - ``auto``: misses by P2P, one request per missing run (spin today);
 - ``context``: as ``auto``, but a miss the context rule would read ahead of
   goes through the page cache into the bounded cache;
-- ``ghost``: as ``context``, with pages read by P2P counted as cached for
-  the context rule (the traces a ``pagecache`` read would have left);
+- ``ghost``: as ``context``, with the pages earlier reads wanted counted as
+  cached for the context rule (the traces a ``pagecache`` read would have
+  left; those it copied from the bounded cache stay traces once evicted);
 - ``ghost-skip``: as ``ghost``, and read-ahead skips those pages (no round
   reads a page twice), at the price of splitting its requests around them.
 
@@ -212,20 +213,21 @@ def run(size, res, policy, cap=512, seed=1):
         if p < end and policy != "auto" and end - p < RA and p > 0 and \
                 c.contig(p, RA) > end - p:
             c.read(p, end - p)
-            continue
-        while p < end:
-            if p in c.cached:
-                p += 1
-                continue
-            q = p
-            while q < end and q not in c.cached:
-                q += 1
-            c.requests += 1
-            c.pages += q - p
-            if c.ghost is not None:
-                c.ghost.update(range(p, q))
-            p = q
-        c.prev = end
+        else:
+            while p < end:
+                if p in c.cached:
+                    p += 1
+                    continue
+                q = p
+                while q < end and q not in c.cached:
+                    q += 1
+                c.requests += 1
+                c.pages += q - p
+                p = q
+            c.prev = end
+        # Every page the read wanted is a trace, read by P2P or copied.
+        if c.ghost is not None:
+            c.ghost.update(range(index, end))
     return c
 
 
