@@ -122,7 +122,6 @@ ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 ssize_t spin_sub_write(struct kiocb *orig, loff_t pos, unsigned long addr,
 		       size_t len, bool direct, loff_t *end);
 loff_t spin_file_size(struct file *file);
-loff_t spin_write_limit(struct file *file);
 
 struct spin_aio_batch;
 struct spin_aio_batch *spin_aio_batch_alloc(unsigned int n, bool sync);
@@ -148,6 +147,8 @@ void spin_aio_batch_free(struct spin_aio_batch *batch);
  * @generation: disk_stack_generation() when @stacked was found
  * @reads_exclude_writes: the filesystem's buffered reads exclude buffered
  *                        writers (XFS): asynchronous P2P legs would not
+ * @dio_excl: the filesystem honours IOCB_DIO_EXCL (FOP_DIO_EXCL): a direct
+ *            write can keep a buffered write's exclusion
  */
 struct spin_file_info {
 	dev_t devt;
@@ -159,6 +160,7 @@ struct spin_file_info {
 	bool stacked;
 	u64 generation;
 	bool reads_exclude_writes;
+	bool dio_excl;
 };
 
 int spin_file_check(struct file *file, struct spin_file_info *info);
@@ -300,6 +302,7 @@ enum spin_fallback {
 	SPIN_FALLBACK_DISTANCE,
 	SPIN_FALLBACK_MISALIGNED,
 	SPIN_FALLBACK_APPEND,
+	SPIN_FALLBACK_SPLIT,
 };
 #else
 static inline void spin_disk_release(struct gendisk *disk)

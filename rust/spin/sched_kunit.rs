@@ -139,11 +139,6 @@ mod tests {
     }
 
     #[test]
-    fn plan_write_body() -> Result<(), CaseError> {
-        report(cases::plan_write_body())
-    }
-
-    #[test]
     fn plan_bitmap_to_runs() -> Result<(), CaseError> {
         report(cases::plan_bitmap_to_runs())
     }

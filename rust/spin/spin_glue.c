@@ -568,7 +568,9 @@ ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
  *
  * Called inside the caller's file_start_write(), with no filesystem lock
  * held. A direct leg writes back and invalidates the page cache over its
- * range before and after the device reads the source, as every direct write.
+ * range before and after the device reads the source, as every direct write,
+ * and carries IOCB_DIO_EXCL: the filesystem holds its I/O lock exclusively
+ * until the write has completed, as for the buffered write it replaces.
  *
  * Return: bytes written or a negative errno, as ->write_iter().
  */
@@ -584,34 +586,13 @@ ssize_t spin_sub_write(struct kiocb *orig, loff_t pos, unsigned long addr,
 	kiocb.ki_pos = pos;
 	kiocb.ki_flags &= ~IOCB_WAITQ;
 	if (direct)
-		kiocb.ki_flags |= IOCB_DIRECT;
+		kiocb.ki_flags |= IOCB_DIRECT | IOCB_DIO_EXCL;
 	else
-		kiocb.ki_flags &= ~IOCB_DIRECT;
+		kiocb.ki_flags &= ~(IOCB_DIRECT | IOCB_DIO_EXCL);
 	iov_iter_ubuf(&iter, ITER_SOURCE, (void __user *)addr, len);
 	ret = file->f_op->write_iter(&kiocb, &iter);
 	*end = kiocb.ki_pos;
 	return ret;
-}
-
-/**
- * spin_write_limit - the largest file size a write may reach
- * @file: a regular file open for writing
- *
- * The smaller of RLIMIT_FSIZE and the filesystem's s_maxbytes. The router
- * clips a write to it before splitting, so that a direct leg is never cut
- * to an unaligned length by generic_write_checks(); the leg that starts at
- * or past it gets the filesystem's own -EFBIG and SIGXFSZ.
- *
- * Return: the limit in bytes.
- */
-loff_t spin_write_limit(struct file *file)
-{
-	unsigned long limit = rlimit(RLIMIT_FSIZE);
-	loff_t max = file_inode(file)->i_sb->s_maxbytes;
-
-	if (limit != RLIM_INFINITY && limit < max)
-		return limit;
-	return max;
 }
 
 /**
@@ -1113,6 +1094,7 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
 	 * once submitted.
 	 */
 	info->reads_exclude_writes = !strcmp(inode->i_sb->s_type->name, "xfs");
+	info->dio_excl = !!(file->f_op->fop_flags & FOP_DIO_EXCL);
 	if (!info->stacked)
 		info->client = spin_disk_pci_dev(bdev->bd_disk);
 	return SPIN_FALLBACK_NONE;

@@ -55,11 +55,15 @@ pub(crate) enum Fallback {
     Misaligned = bindings::spin_fallback_SPIN_FALLBACK_MISALIGNED,
     /// A write to the end of the file that cannot go as one aligned direct write.
     Append = bindings::spin_fallback_SPIN_FALLBACK_APPEND,
+    /// A write that cannot go whole as one direct write (an unaligned file range, a source
+    /// that is not one GPU piece, a filesystem without `FOP_DIO_EXCL`): it goes whole through
+    /// the page cache, which keeps it atomic.
+    Split = bindings::spin_fallback_SPIN_FALLBACK_SPLIT,
 }
 
 impl Fallback {
     /// Every reason, in counter order.
-    pub(crate) const ALL: [Fallback; 9] = [
+    pub(crate) const ALL: [Fallback; 10] = [
         Fallback::None,
         Fallback::Mode,
         Fallback::NoBdev,
@@ -69,6 +73,7 @@ impl Fallback {
         Fallback::Distance,
         Fallback::Misaligned,
         Fallback::Append,
+        Fallback::Split,
     ];
 
     /// The name in the tracepoint and, prefixed with `fallback_`, in the `stat` files.
@@ -83,6 +88,7 @@ impl Fallback {
             Fallback::Distance => c"distance",
             Fallback::Misaligned => c"misaligned",
             Fallback::Append => c"append",
+            Fallback::Split => c"split",
         }
     }
 
@@ -145,6 +151,9 @@ pub(crate) struct FileInfo {
     /// The filesystem's buffered reads exclude buffered writers (XFS): only synchronous P2P
     /// legs keep that.
     pub(crate) reads_exclude_writes: bool,
+    /// The filesystem honours `IOCB_DIO_EXCL`: a direct write keeps a buffered write's
+    /// exclusion.
+    pub(crate) dio_excl: bool,
 }
 
 impl FileInfo {
@@ -327,12 +336,6 @@ impl Request<'_> {
     pub(crate) fn append(&self) -> bool {
         // SAFETY: `iocb` is valid (type invariant).
         self.write && unsafe { bindings::spin_iocb_append(self.iocb.as_ptr()) }
-    }
-
-    /// The largest size the file may reach by a write: `RLIMIT_FSIZE` or the filesystem's.
-    pub(crate) fn write_limit(&self) -> i64 {
-        // SAFETY: The file is valid (type invariant).
-        unsafe { bindings::spin_write_limit(self.file()) }
     }
 
     /// Writes `len` bytes from user memory at `addr` to file offset `pos` (with
@@ -679,6 +682,7 @@ impl Request<'_> {
                 member: 0,
                 disk_id: raw.disk_id as usize,
                 reads_exclude_writes: raw.reads_exclude_writes,
+                dio_excl: raw.dio_excl,
             },
         )
     }

@@ -255,10 +255,15 @@ fn enter(req: &mut Request<'_>, routable: Routable) -> isize {
         Routable::Cached => return req.read_cached(),
         _ => {}
     }
-    if req.append() && !single_gpu_piece(req, mm) {
-        // A write to the end of the file must land in one piece: only a source that is one
-        // GPU piece is split (into one leg, see `writer`); every other goes on as it is.
-        writer::append_fallback(req);
+    if req.is_write() && !single_gpu_piece(req, mm) {
+        // A write must land whole: only a source that is one GPU piece goes as one direct
+        // write (see `writer`); every other goes on as it is.
+        let reason = if req.append() {
+            Fallback::Append
+        } else {
+            Fallback::Split
+        };
+        writer::fallback(req, reason);
         return req.passthrough();
     }
     route(req, mm, first)

@@ -137,9 +137,16 @@ impl Flow {
         }
     }
 
-    /// Shows the counters, each name after `prefix`; the fallback reasons `skip` are left out
-    /// (they cannot happen in this direction).
-    fn show(&self, f: &mut Formatter<'_>, prefix: &str, skip: Fallback) -> core::fmt::Result {
+    /// Shows the counters, each name after `prefix`; the fallback reasons in `skip` are left
+    /// out (they cannot happen in this direction), and so is `fallback_internal` unless
+    /// `planned` (writes are not planned).
+    fn show(
+        &self,
+        f: &mut Formatter<'_>,
+        prefix: &str,
+        skip: &[Fallback],
+        planned: bool,
+    ) -> core::fmt::Result {
         let v = |a: &Atomic<u64>| a.load(Relaxed);
         writeln!(f, "{prefix}requests {}", v(&self.requests))?;
         writeln!(f, "{prefix}bytes_pagecache {}", v(&self.bytes_pc))?;
@@ -147,12 +154,15 @@ impl Flow {
         writeln!(f, "{prefix}segments_pagecache {}", v(&self.segs_pc))?;
         writeln!(f, "{prefix}segments_p2p {}", v(&self.segs_p2p))?;
         let reasons = Fallback::ALL.iter().zip(&self.fallback).skip(1);
-        for (reason, count) in reasons.filter(|(r, _)| **r != skip) {
+        for (reason, count) in reasons.filter(|(r, _)| !skip.contains(r)) {
             let name = reason.name().to_str().unwrap_or("?");
             writeln!(f, "{prefix}fallback_{name} {}", v(count))?;
         }
         writeln!(f, "{prefix}fallback_io_error {}", v(&self.io_error))?;
-        writeln!(f, "{prefix}fallback_internal {}", v(&self.internal))
+        if planned {
+            writeln!(f, "{prefix}fallback_internal {}", v(&self.internal))?;
+        }
+        Ok(())
     }
 }
 
@@ -185,7 +195,8 @@ impl Counters {
     fn show(&self, f: &mut Formatter<'_>) -> core::fmt::Result {
         let v = |a: &Atomic<u64>| a.load(Relaxed);
         // Only writes can go to the end of the file.
-        self.reads.show(f, "", Fallback::Append)?;
+        self.reads
+            .show(f, "", &[Fallback::Append, Fallback::Split], true)?;
         // Misses first: a miss is counted after its request, so the difference is not
         // negative but for the reordering of relaxed counters, which the saturation covers.
         let misses = v(&self.ra_misses);
@@ -195,7 +206,7 @@ impl Counters {
         writeln!(f, "ra_pages_prefetched {}", v(&self.ra_pages))?;
         writeln!(f, "cached_requests {}", v(&self.cached))?;
         writeln!(f, "pipelined_chunks {}", v(&self.pipelined))?;
-        self.writes.show(f, "write_", Fallback::None)
+        self.writes.show(f, "write_", &[], false)
     }
 }
 
@@ -293,13 +304,6 @@ impl Account {
     pub(crate) fn internal(&self) {
         self.each(|c| {
             c.reads.internal.add(1, Relaxed);
-        });
-    }
-
-    /// Planning a routed write failed; its part is written through the page cache instead.
-    pub(crate) fn write_internal(&self) {
-        self.each(|c| {
-            c.writes.internal.add(1, Relaxed);
         });
     }
 }
@@ -834,8 +838,11 @@ mod tests {
         assert!(text.contains("\nra_pages_prefetched 0\ncached_requests 0\npipelined_chunks 0\n"));
         assert!(text.contains("\nwrite_fallback_append 2\n"));
         assert!(!text.contains("\nfallback_append"));
+        assert!(!text.contains("\nfallback_split"));
+        assert!(text.contains("\nwrite_fallback_split 0\n"));
         assert!(text.contains("\nfallback_internal 0\n"));
-        assert!(text.ends_with("write_fallback_io_error 0\nwrite_fallback_internal 0\n"));
+        assert!(text.ends_with("write_fallback_split 0\nwrite_fallback_io_error 0\n"));
+        assert!(!text.contains("write_fallback_internal"));
         assert!(!text.contains("fallback_none"));
         assert_eq!(text.lines().count(), 17 + 8 + 9);
     }

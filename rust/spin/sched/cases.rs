@@ -112,7 +112,6 @@ pub const CASES: &[Case] = &[
     ("plan_window_rounds_inwards", plan_window_rounds_inwards),
     ("plan_bitmap_to_runs", plan_bitmap_to_runs),
     ("plan_legs_cover_the_request", plan_legs_cover_the_request),
-    ("plan_write_body", plan_write_body),
     ("readahead_sequential_rule", readahead_sequential_rule),
     ("readahead_prefetch_rule", readahead_prefetch_rule),
     ("partition_bounds_pages_fifo", partition_bounds_pages_fifo),
@@ -609,26 +608,6 @@ pub fn plan_window_rounds_inwards() -> Result<(), CaseError> {
     check!(plan::window(0, 1, 3, 4096) == Err(PlanError::Geometry));
     check!(plan::window(0, 1, 8192, 4096) == Err(PlanError::Geometry));
     check!(plan::window(u64::MAX, 2, 512, 4096) == Err(PlanError::Overflow));
-    Ok(())
-}
-
-/// A write's direct body: rounded inwards to any power-of-two alignment, pages or not.
-pub fn plan_write_body() -> Result<(), CaseError> {
-    check!(ok!(plan::body(0, 8192, 512)) == Some((0, 8192)));
-    check!(ok!(plan::body(1000, 3000, 512)) == Some((1024, 3584)));
-    check!(ok!(plan::body(100, 400, 512)).is_none());
-    check!(ok!(plan::body(0, 0, 512)).is_none());
-    check!(ok!(plan::body(511, 514, 512)) == Some((512, 1024)));
-    // Blocks above the page size (a 16 KiB XFS block under reflink).
-    check!(ok!(plan::body(4096, 65536, 16384)) == Some((16384, 65536)));
-    check!(ok!(plan::body(4096, 16384, 16384)).is_none());
-    check!(plan::body(0, 1, 3) == Err(PlanError::Geometry));
-    check!(plan::body(0, 1, 0) == Err(PlanError::Geometry));
-    check!(plan::body(u64::MAX, 2, 512) == Err(PlanError::Overflow));
-    // Near the largest file offset: no overflow.
-    let top = i64::MAX as u64;
-    check!(ok!(plan::body(top - 8191, 8191, 4096)) == Some((top - 8191, top - 4095)));
-    check!(ok!(plan::body(top - 100, 100, 512)).is_none());
     Ok(())
 }
 

@@ -107,20 +107,6 @@ pub fn window(pos: u64, len: u64, align: u32, page: u32) -> Result<Option<Window
     }))
 }
 
-/// The block-aligned body of the write `[pos, pos + len)` for direct-I/O alignment `align`:
-/// `Some((start, end))`, multiples of `align` with `pos <= start < end <= pos + len`, or `None`
-/// if the request holds no whole aligned block. Unlike [`window`], `align` may exceed the page
-/// size (filesystem blocks larger than a page): a write has no residency to look up.
-pub fn body(pos: u64, len: u64, align: u64) -> Result<Option<(u64, u64)>, PlanError> {
-    if !align.is_power_of_two() {
-        return Err(PlanError::Geometry);
-    }
-    let end = pos.checked_add(len).ok_or(PlanError::Overflow)?;
-    let start = align_up(pos, align).ok_or(PlanError::Overflow)?;
-    let end = end & !(align - 1);
-    Ok((start < end).then_some((start, end)))
-}
-
 /// Pushes the residency bitmap `words` (bit `i` of word `i / BITS` set = page `i` cached, as the
 /// kernel's bitmaps lay it out) of `nbits` pages into `builder`, one push per run.
 pub fn push_bitmap(

@@ -7,7 +7,7 @@
  * it in turn. On each filesystem a file is written by the CPU, read back
  * uncached into GPU memory with pread() and checked from the host side of
  * the GPU memory; then GPU memory filled from the host side is written with
- * pwrite() at an unaligned offset and checked by CPU reads of the uncached file
+ * pwrite() of an aligned range and checked by CPU reads of the uncached file
  * and by a read back into GPU memory. The stacked disk's counters
  * (/sys/block/<md|dm>/spin/stat) must show the expected path:
  *  - P2P for md RAID-0, RAID-1 and RAID-10 and a dm-stripe over spin-nvme0 +
@@ -60,8 +60,8 @@
 #define GPU_LEN (32 * MiB)
 #define BACK (16 * MiB)			/* GPU offset of read-backs */
 #define FILE_LEN (8 * MiB + 5000)	/* the file read into GPU memory */
-#define WR_POS (4096 + 100)		/* the unaligned write from GPU memory */
-#define WR_LEN (4 * MiB + 3)
+#define WR_POS (2 * 4096)		/* the write from GPU memory: one direct write */
+#define WR_LEN (4 * MiB)
 #define SPIN_SYS "/sys/kernel/spin"
 #define EVENT "/sys/kernel/tracing/events/spin/spin_route/enable"
 /*
@@ -558,7 +558,7 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 			 s->expect == P2P ? "P2P" : s->expect == QUEUE ? "fallback queue" :
 			 "fallback distance, member named", why);
 
-	/* A write from GPU memory at an unaligned offset. */
+	/* A write from GPU memory of an aligned range. */
 	snprintf(why, sizeof(why), "ok");
 	counters(stat, &a);
 	ok = fd >= 0 && !spin_gpu_fill(gpu, gmem + WR_POS % 4096, WR_LEN, 8, WR_POS) &&

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Writes from GPU memory (issue #10, SPIN section 5.2): write(2), pwrite(2),
- * writev(2), pwritev(2) and pwritev2(2) whose source is a mapping of a spin
- * dma-buf send the block-aligned body as direct writes whose bios carry the
- * GPU pages, and the unaligned head and tail through the page cache.
+ * Writes from GPU memory (SPIN section 5.2): write(2), pwrite(2), writev(2),
+ * pwritev(2) and pwritev2(2) whose source is a mapping of a spin dma-buf and
+ * whose file range is block-aligned go as one direct write whose bios carry
+ * the GPU pages, holding the filesystem's I/O lock as a buffered write does
+ * (IOCB_DIO_EXCL); any other goes whole through the page cache.
  *
  * The data is put into GPU memory from the host side (as a GPU kernel would
  * produce it) and checked twice after every write: by CPU reads after
@@ -11,8 +12,11 @@
  * checking from the host side. On ext4 (spin-nvme0) and xfs (spin-nvme1):
  *  - aligned and unaligned writes, write(2) at the file offset, pwritev with
  *    host and GPU iovecs mixed, and a write shorter than a block: the
- *    counters show P2P bytes exactly for the aligned bodies, spin_route_write
- *    fires;
+ *    counters show P2P bytes exactly for the aligned writes and fallback
+ *    split for the others, spin_route_write fires;
+ *  - concurrent writers: two appenders lose no record, two overwriters of one
+ *    range leave one write whole, and on XFS a buffered reader beside them
+ *    never sees a mix of two writes;
  *  - consistency: cached pages of the written range and a file mapping show
  *    the new bytes; a concurrent buffered reader sees old or new data per
  *    page, never anything else;
@@ -37,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <signal.h>
@@ -92,7 +97,7 @@ static void restore(void)
 }
 
 struct counts {
-	long long req, pc, p2p, fb_mode, fb_mis, fb_append, ioerr;
+	long long req, pc, p2p, fb_mode, fb_mis, fb_append, fb_split, ioerr;
 };
 
 static void counts(const struct fs *fs, struct counts *c)
@@ -103,6 +108,7 @@ static void counts(const struct fs *fs, struct counts *c)
 	c->fb_mode = spin_stat_get(fs->stat, "write_fallback_mode");
 	c->fb_mis = spin_stat_get(fs->stat, "write_fallback_misaligned");
 	c->fb_append = spin_stat_get(fs->stat, "write_fallback_append");
+	c->fb_split = spin_stat_get(fs->stat, "write_fallback_split");
 	c->ioerr = spin_stat_get(fs->stat, "write_fallback_io_error");
 }
 
@@ -190,12 +196,14 @@ static int make_file(const struct fs *fs, const char *name, size_t len, uint64_t
 	return fd;
 }
 
-/* The P2P bytes of a write of @len at @pos: its body on blocks of @lbs. */
-static uint64_t body(uint64_t pos, uint64_t len, unsigned int lbs)
+/*
+ * The P2P bytes of a write of @len at @pos: all of it if its file range is
+ * aligned to blocks of @lbs (one direct write), none otherwise (one page-cache
+ * write: a write is never cut).
+ */
+static uint64_t direct_bytes(uint64_t pos, uint64_t len, unsigned int lbs)
 {
-	uint64_t a = (pos + lbs - 1) / lbs * lbs, b = (pos + len) / lbs * lbs;
-
-	return b > a ? b - a : 0;
+	return pos % lbs || len % lbs ? 0 : len;
 }
 
 /* ---- aligned, unaligned, write(2), writev, small ------------------------ */
@@ -211,7 +219,7 @@ static void test_shapes(struct fs *fs)
 	uint64_t seed = fs->seed, want_p2p = 0, want_pc = 0, total = 0;
 	struct counts c0, c1;
 	char path[PATH_MAX], why[256] = "ok", line[512];
-	int fd, ok = 1, traced = 0;
+	int fd, ok = 1, traced = 0, direct = 0, split = 0, want_direct = 0;
 	FILE *tr;
 
 	fd = open_new(fs, "shapes", 0, path);
@@ -244,15 +252,21 @@ static void test_shapes(struct fs *fs)
 			snprintf(why, sizeof(why), "write %zu: %zd (%s)", i, n, strerror(errno));
 			ok = 0;
 		}
-		want_p2p += body(w[i].pos, w[i].len, fs->lbs);
-		want_pc += w[i].len - body(w[i].pos, w[i].len, fs->lbs);
+		want_p2p += direct_bytes(w[i].pos, w[i].len, fs->lbs);
+		want_direct += !!direct_bytes(w[i].pos, w[i].len, fs->lbs);
+		want_pc += w[i].len - direct_bytes(w[i].pos, w[i].len, fs->lbs);
 		total += w[i].len;
 	}
 	counts(fs, &c1);
 	spin_write_file(EVENT, "0");
 	tr = fopen(TRACE, "r");
-	while (tr && fgets(line, sizeof(line), tr))
-		traced += strstr(line, "spin_route_write:") && strstr(line, "reason=none");
+	while (tr && fgets(line, sizeof(line), tr)) {
+		if (!strstr(line, "spin_route_write:"))
+			continue;
+		traced++;
+		direct += !!strstr(line, "reason=none");
+		split += !!strstr(line, "reason=split");
+	}
 	if (tr)
 		fclose(tr);
 	if (ok && (c1.p2p - c0.p2p != (long long)want_p2p || c1.pc - c0.pc != (long long)want_pc)) {
@@ -261,15 +275,17 @@ static void test_shapes(struct fs *fs)
 			 (unsigned long long)want_pc);
 		ok = 0;
 	}
-	if (ok && traced < (int)ARRAY_SIZE(w)) {
-		snprintf(why, sizeof(why), "%d spin_route_write events, want %zu", traced,
-			 ARRAY_SIZE(w));
+	if (ok && (traced != (int)ARRAY_SIZE(w) || direct != want_direct ||
+		   split != (int)ARRAY_SIZE(w) - want_direct)) {
+		snprintf(why, sizeof(why),
+			 "%d spin_route_write events (want %zu), %d direct (want %d), %d split",
+			 traced, ARRAY_SIZE(w), direct, want_direct, split);
 		ok = 0;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(w) && ok; i++)
 		ok = !file_ok(fd, w[i].pos, w[i].len, seed, why, sizeof(why));
 	ksft_test_result(ok,
-			 "%s: aligned, unaligned, write(2) and sub-block writes: %llu P2P bytes for the bodies, %llu through the page cache, bytes right (%s)\n",
+			 "%s: aligned, unaligned, write(2) and sub-block writes: %llu P2P bytes for the aligned ones, each whole, %llu through the page cache (split), bytes right (%s)\n",
 			 fs->name, (unsigned long long)want_p2p, (unsigned long long)want_pc, why);
 
 	/* pwritev: host, GPU, host iovecs; the GPU one unaligned in the file. */
@@ -286,15 +302,16 @@ static void test_shapes(struct fs *fs)
 		     pwritev(fd, iov, 3, pos) == (ssize_t)(h1 + g + h2);
 		counts(fs, &c1);
 		snprintf(why, sizeof(why), "%s", ok ? "ok" : strerror(errno));
-		if (ok && c1.p2p - c0.p2p != (long long)body(pos + h1, g, fs->lbs)) {
-			snprintf(why, sizeof(why), "P2P %lld, want %llu", c1.p2p - c0.p2p,
-				 (unsigned long long)body(pos + h1, g, fs->lbs));
+		if (ok && (c1.p2p != c0.p2p || c1.fb_split - c0.fb_split != 1)) {
+			snprintf(why, sizeof(why), "P2P %lld, split %lld", c1.p2p - c0.p2p,
+				 c1.fb_split - c0.fb_split);
 			ok = 0;
 		}
 		if (ok)
 			ok = !file_ok(fd, pos, h1 + g + h2, seed, why, sizeof(why));
-		ksft_test_result(ok, "%s: pwritev of host, GPU and host iovecs (%s)\n", fs->name,
-				 why);
+		ksft_test_result(ok,
+				 "%s: pwritev of host, GPU and host iovecs goes whole through the page cache (split) (%s)\n",
+				 fs->name, why);
 	}
 	close(fd);
 	unlink(path);
@@ -454,6 +471,197 @@ static void test_append(struct fs *fs)
 			 "%s: O_APPEND at an aligned end goes P2P, RWF_APPEND at an unaligned end falls back (append), bytes right (%s)\n",
 			 fs->name, why);
 	close(afd);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- concurrent writers: nothing lost, each write whole ------------------- */
+
+#define REC (64 * KiB)		/* one appended record */
+#define RECS 32			/* records per appender */
+#define RACE_LEN (16 * MiB)	/* the range two writers overwrite */
+#define RACE_ROUNDS 12
+
+struct racer {
+	int fd;
+	size_t goff;		/* GPU source */
+	int id, err;
+	volatile int *done;	/* writers still running, for the reader */
+	long reads, mixed;	/* the reader's */
+	uint64_t s0, s1;
+};
+
+/* Record @k is pattern @seed at file offset k * REC, wherever it lands. */
+static void *appender(void *arg)
+{
+	struct racer *r = arg;
+
+	for (int i = 0; i < RECS && !r->err; i++) {
+		size_t k = r->id * RECS + i;
+
+		if (write(r->fd, gmem + r->goff + k * REC, REC) != (ssize_t)REC)
+			r->err = errno ? errno : EIO;
+	}
+	return NULL;
+}
+
+static void *overwriter(void *arg)
+{
+	struct racer *r = arg;
+
+	for (int i = 0; i < RACE_ROUNDS && !r->err; i++)
+		if (pwrite(r->fd, gmem + r->goff, RACE_LEN, 0) != (ssize_t)RACE_LEN)
+			r->err = errno ? errno : EIO;
+	__atomic_sub_fetch(r->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* A buffered reader into host memory: is each read wholly one write? */
+static void *whole_reader(void *arg)
+{
+	struct racer *r = arg;
+	uint8_t *buf = host;
+
+	while (__atomic_load_n(r->done, __ATOMIC_SEQ_CST) && !r->err) {
+		if (pread(r->fd, buf, RACE_LEN, 0) != (ssize_t)RACE_LEN) {
+			r->err = errno ? errno : EIO;
+			break;
+		}
+		r->reads++;
+		r->mixed += spin_pattern_check(buf, 0, RACE_LEN, r->s0) >= 0 &&
+			    spin_pattern_check(buf, 0, RACE_LEN, r->s1) >= 0;
+	}
+	return NULL;
+}
+
+static void test_races(struct fs *fs)
+{
+	uint64_t seed = fs->seed + 7, s0 = fs->seed + 8, s1 = fs->seed + 9;
+	char path[PATH_MAX], why[256] = "ok";
+	struct racer w[3] = {};
+	pthread_t t[3];
+	uint8_t first[64];
+	struct counts c0, c1;
+	volatile int running = 2;
+	int fd, afd, ok = 1, seen[2 * RECS] = {};
+	off_t size;
+
+	/*
+	 * Two threads append RECS records each from GPU memory to one file
+	 * opened O_APPEND: every record must be there once, whole, as with
+	 * buffered appends.
+	 */
+	fd = open_new(fs, "appenders", 0, path);
+	afd = open(path, O_WRONLY | O_APPEND);
+	w[0].fd = afd;
+	w[1].fd = open(path, O_WRONLY | O_APPEND);
+	if (fd < 0 || afd < 0 || w[1].fd < 0 || gpu_fill(SRC, 2 * RECS * REC, 0, seed)) {
+		ksft_test_result_fail("%s: concurrent appenders: setup: %s\n", fs->name,
+				      strerror(errno));
+		goto overwriters;
+	}
+	counts(fs, &c0);
+	for (int i = 0; i < 2; i++) {
+		/* An open file each: a shared one would serialise write(2) on f_pos_lock. */
+		w[i] = (struct racer){ .fd = w[i].fd, .goff = SRC, .id = i };
+		pthread_create(&t[i], NULL, appender, &w[i]);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	counts(fs, &c1);
+	size = lseek(fd, 0, SEEK_END);
+	if (w[0].err || w[1].err) {
+		snprintf(why, sizeof(why), "write: %s", strerror(w[0].err ? w[0].err : w[1].err));
+		ok = 0;
+	} else if (size != (off_t)(2 * RECS * REC)) {
+		snprintf(why, sizeof(why), "size %lld, want %lu: %lld bytes lost",
+			 (long long)size, 2 * RECS * REC, (long long)(2 * RECS * REC - size));
+		ok = 0;
+	} else if (c1.p2p == c0.p2p) {
+		snprintf(why, sizeof(why), "no byte went P2P: the routed path was not taken");
+		ok = 0;
+	}
+	if (ok && (spin_uncache(fd) || pread(fd, host, size, 0) != size)) {
+		snprintf(why, sizeof(why), "read back: %s", strerror(errno));
+		ok = 0;
+	}
+	for (off_t at = 0; ok && at < size; at += REC) {
+		int k;
+
+		for (k = 0; k < 2 * RECS; k++) {
+			spin_pattern_fill(first, k * REC, sizeof(first), seed);
+			if (!memcmp(host + at, first, sizeof(first)))
+				break;
+		}
+		if (k == 2 * RECS || seen[k]++ ||
+		    spin_pattern_check(host + at, k * REC, REC, seed) >= 0) {
+			snprintf(why, sizeof(why), "record at %lld is %s", (long long)at,
+				 k == 2 * RECS ? "none of them" : seen[k] > 1 ? "a duplicate" :
+				 "torn");
+			ok = 0;
+		}
+	}
+	ksft_test_result(ok, "%s: two threads appending %d x %lu KiB from GPU memory lose nothing (%s)\n",
+			 fs->name, RECS, REC / KiB, why);
+overwriters:
+	if (w[1].fd > 0)
+		close(w[1].fd);
+	if (afd >= 0)
+		close(afd);
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+
+	/*
+	 * Two threads overwrite the same range from GPU memory, each with its
+	 * own bytes, while a third reads it into host memory through the page
+	 * cache: the range ends wholly one writer's, and on XFS, whose buffered
+	 * reads exclude writers, every read sees one write whole.
+	 */
+	memset(w, 0, sizeof(w));
+	fd = make_file(fs, "overwriters", RACE_LEN, s0, path);
+	if (fd < 0 || gpu_fill(SRC, RACE_LEN, 0, s0) ||
+	    gpu_fill(SRC + RACE_LEN, RACE_LEN, 0, s1)) {
+		ksft_test_result_fail("%s: concurrent overwriters: setup: %s\n", fs->name,
+				      strerror(errno));
+		return;
+	}
+	strcpy(why, "ok");
+	ok = 1;
+	counts(fs, &c0);
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct racer){ .fd = fd, .goff = SRC + i * RACE_LEN, .done = &running,
+				       .s0 = s0, .s1 = s1 };
+		pthread_create(&t[i], NULL, i < 2 ? overwriter : whole_reader, &w[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	counts(fs, &c1);
+	if (w[0].err || w[1].err || w[2].err) {
+		snprintf(why, sizeof(why), "I/O: %s",
+			 strerror(w[0].err ? w[0].err : w[1].err ? w[1].err : w[2].err));
+		ok = 0;
+	} else if (c1.p2p == c0.p2p) {
+		snprintf(why, sizeof(why), "no byte went P2P: the routed path was not taken");
+		ok = 0;
+	}
+	if (ok && (spin_uncache(fd) || pread(fd, host, RACE_LEN, 0) != (ssize_t)RACE_LEN)) {
+		snprintf(why, sizeof(why), "read back: %s", strerror(errno));
+		ok = 0;
+	}
+	if (ok && spin_pattern_check(host, 0, RACE_LEN, s0) >= 0 &&
+	    spin_pattern_check(host, 0, RACE_LEN, s1) >= 0) {
+		snprintf(why, sizeof(why), "the range ends as a mix of both writes");
+		ok = 0;
+	}
+	if (ok && !strcmp(fs->type, "xfs") && w[2].mixed) {
+		snprintf(why, sizeof(why), "%ld of %ld reads saw a mix of two writes", w[2].mixed,
+			 w[2].reads);
+		ok = 0;
+	}
+	ksft_test_result(ok,
+			 "%s: two threads overwriting %lu MiB from GPU memory %d times each leave one write whole; a buffered reader saw %ld mixed of %ld reads (%s)\n",
+			 fs->name, RACE_LEN / MiB, RACE_ROUNDS, w[2].mixed, w[2].reads, why);
 	close(fd);
 	unlink(path);
 }
@@ -1001,7 +1209,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 14 + 3);
+	ksft_set_plan(ARRAY_SIZE(all) * 16 + 3);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
@@ -1026,6 +1234,7 @@ int main(void)
 		test_shapes(fs);		/* 2 */
 		test_consistency(fs);		/* 2 */
 		test_append(fs);		/* 1 */
+		test_races(fs);			/* 2 */
 		test_sync(fs);			/* 1 */
 		test_rlimit(fs);		/* 1 */
 		test_inode_flags(fs);		/* 1 */

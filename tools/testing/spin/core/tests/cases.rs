@@ -50,7 +50,6 @@ cases!(
     plan_window_rounds_inwards,
     plan_bitmap_to_runs,
     plan_legs_cover_the_request,
-    plan_write_body,
     readahead_sequential_rule,
     readahead_prefetch_rule,
     partition_bounds_pages_fifo,
