@@ -118,7 +118,7 @@ bool spin_iter_segment(const struct iov_iter *iter, unsigned long idx,
 		       size_t before, unsigned long *addr, size_t *len);
 void spin_iter_advance(struct iov_iter *iter, size_t bytes);
 ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
-		      size_t len, bool direct);
+		      size_t len, bool gpu);
 ssize_t spin_sub_write(struct kiocb *orig, loff_t pos, unsigned long addr,
 		       size_t len, bool direct, loff_t *end);
 loff_t spin_file_size(struct file *file);

@@ -425,7 +425,9 @@ bool spin_iocb_append(const struct kiocb *iocb)
  * @iter: its destination
  *
  * Calls ->read_iter() with IOCB_NOIO: the pages that are cached are copied,
- * the read ends at the first that is not (-EAGAIN if that is the first).
+ * the read ends at the first that is not (-EAGAIN if that is the first). The
+ * GPU read-ahead partition's folios it copies stay the partition's
+ * (IOCB_DONTCACHE_DEFER).
  *
  * Return: as ->read_iter().
  */
@@ -433,9 +435,9 @@ ssize_t spin_read_cached(struct kiocb *iocb, struct iov_iter *iter)
 {
 	ssize_t ret;
 
-	iocb->ki_flags |= IOCB_NOIO;
+	iocb->ki_flags |= IOCB_NOIO | IOCB_DONTCACHE_DEFER;
 	ret = iocb->ki_filp->f_op->read_iter(iocb, iter);
-	iocb->ki_flags &= ~IOCB_NOIO;
+	iocb->ki_flags &= ~(IOCB_NOIO | IOCB_DONTCACHE_DEFER);
 	return ret;
 }
 
@@ -467,11 +469,12 @@ static ssize_t spin_leg_read(struct kiocb *orig, loff_t pos, unsigned long addr,
  * @addr: user address of the leg's destination (GPU memory)
  * @len: length of the leg
  * @dontcache: read uncached (IOCB_DONTCACHE; the caller checked
- *             FOP_DONTCACHE), so that GPU read-ahead's dropbehind folios
- *             are not promoted; they stay for the GPU read-ahead partition
- *             to evict (IOCB_DONTCACHE_DEFER)
+ *             FOP_DONTCACHE); with or without it, GPU read-ahead's
+ *             dropbehind folios are neither dropped nor promoted: they stay
+ *             for the GPU read-ahead partition to evict
+ *             (IOCB_DONTCACHE_DEFER)
  *
- * As spin_sub_read() without @direct, with IOCB_NOIO: the pages that are
+ * As spin_sub_read() into GPU memory, with IOCB_NOIO: the pages that are
  * cached and up to date are copied, the read ends at the first that is not,
  * or at a read-ahead marker (whose asynchronous read-ahead is then left to
  * the leg that reads it normally).
@@ -483,7 +486,8 @@ ssize_t spin_sub_read_noio(struct kiocb *orig, loff_t pos, unsigned long addr,
 {
 	return spin_leg_read(orig, pos, addr, len,
 			     IOCB_DIRECT | IOCB_DONTCACHE | IOCB_DONTCACHE_DEFER,
-			     IOCB_NOIO | (dontcache ? SPIN_RA_DEFER : 0));
+			     IOCB_NOIO | (dontcache ? SPIN_RA_DEFER :
+					  IOCB_DONTCACHE_DEFER));
 }
 
 /**
@@ -536,12 +540,17 @@ void spin_iter_advance(struct iov_iter *iter, size_t bytes)
 }
 
 /**
- * spin_sub_read - read one leg of a routed request with a fresh ->read_iter()
+ * spin_sub_read - read one leg of a routed request through the page cache,
+ *                 with a fresh ->read_iter()
  * @orig: the request being routed (its file, flags and priority are used)
  * @pos: file offset of the leg
  * @addr: user address of the leg's destination
  * @len: length of the leg
- * @direct: whether to read it as direct I/O (P2P) or through the page cache
+ * @gpu: the destination is GPU memory: the GPU read-ahead partition's
+ *       dropbehind folios that the leg reads stay the partition's, neither
+ *       dropped nor taken into the page cache for good
+ *       (IOCB_DONTCACHE_DEFER); a read into host memory takes them, as any
+ *       CPU read does
  *
  * Every leg is a new call into the filesystem, made with no filesystem lock
  * held: XFS takes its IOLOCK in both read paths, so the split must happen
@@ -550,10 +559,11 @@ void spin_iter_advance(struct iov_iter *iter, size_t bytes)
  * Return: bytes read or a negative errno, as ->read_iter().
  */
 ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
-		      size_t len, bool direct)
+		      size_t len, bool gpu)
 {
-	return spin_leg_read(orig, pos, addr, len, IOCB_DIRECT,
-			     direct ? IOCB_DIRECT : 0);
+	return spin_leg_read(orig, pos, addr, len,
+			     IOCB_DIRECT | IOCB_DONTCACHE | IOCB_DONTCACHE_DEFER,
+			     gpu ? IOCB_DONTCACHE_DEFER : 0);
 }
 
 /**
@@ -620,7 +630,7 @@ unsigned long spin_file_io_pages(struct file *file)
  *         while the task's blkcg is congested, when read-ahead reads none)
  * @win: filled in: the file's read-ahead window after the leg
  *
- * As spin_sub_read() without @direct, with IOCB_DONTCACHE: the folios that
+ * As spin_sub_read() into GPU memory, with IOCB_DONTCACHE: the folios that
  * read-ahead brings in for the GPU are dropbehind folios, taken into the
  * page cache for good by a CPU read or fault (mm/filemap.c), and dropped by
  * the read that consumes them unless @defer. The caller checked

@@ -432,22 +432,17 @@ impl Request<'_> {
         }
     }
 
-    /// Reads `len` bytes at file offset `pos` into user memory at `addr`, through the page cache
-    /// or as direct I/O, with a fresh `->read_iter()` call.
-    pub(crate) fn sub_read(
-        &self,
-        pos: i64,
-        addr: usize,
-        len: usize,
-        direct: bool,
-    ) -> Result<usize> {
+    /// Reads `len` bytes at file offset `pos` into user memory at `addr` through the page cache,
+    /// with a fresh `->read_iter()` call. Into GPU memory (`gpu`), the GPU read-ahead
+    /// partition's folios it reads stay the partition's; into host memory, the CPU takes them.
+    pub(crate) fn sub_read(&self, pos: i64, addr: usize, len: usize, gpu: bool) -> Result<usize> {
         if self.write {
             return Err(EBADF);
         }
         // SAFETY: `iocb` is valid (type invariant); the user range is checked by the filesystem
         // (it is an ordinary user pointer, as in read(2)).
         let ret = unsafe {
-            bindings::spin_sub_read(self.iocb.as_ptr(), pos, addr as c_ulong, len, direct)
+            bindings::spin_sub_read(self.iocb.as_ptr(), pos, addr as c_ulong, len, gpu)
         };
         if ret < 0 {
             return Err(Error::from_errno(ret as c_int));

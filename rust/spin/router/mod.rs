@@ -419,7 +419,7 @@ impl Ctx<'_, '_> {
 
     /// Reads a leg through the page cache, neither uncached nor with GPU read-ahead.
     fn copy_plain(&mut self, pos: i64, addr: usize, len: usize) -> Result<usize> {
-        let n = self.req.sub_read(pos, addr, len, false)?;
+        let n = self.req.sub_read(pos, addr, len, true)?;
         self.done(pos, n, false);
         Ok(n)
     }
@@ -595,7 +595,7 @@ fn route_gpu(
         refused,
     }) = verdict::get(req, pdev)
     else {
-        return req.sub_read(pos, addr, len, false);
+        return req.sub_read(pos, addr, len, true);
     };
     if mode == Mode::PageCache {
         reason = Fallback::Mode;

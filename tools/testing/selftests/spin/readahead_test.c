@@ -13,6 +13,10 @@
  *    background evictor drops the consumed pages and leaves at most 11/16 of
  *    the partition;
  *  - four concurrent streams on four files: the bound holds for their sum;
+ *  - a stream whose pages RWF_NOWAIT and io_uring reads also copy from the
+ *    cache: those copies leave the pages to the partition, which evicts them;
+ *  - an RWF_DONTCACHE read into host memory drops the folio it ends in, as
+ *    without spin;
  *  - a page the CPU reads (pread into host memory) and a page a fault of a
  *    file mapping touches leave the partition and survive its eviction; the
  *    untouched pages of the same window are evicted;
@@ -39,6 +43,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/io_uring.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +51,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -392,6 +398,132 @@ static void one_stream(struct fs *fs)
 	if (!ok && res > 0)
 		print_runs(fs, vec, pages);
 	close(b.fd[0]);
+	unlink(path);
+}
+
+/* ---- readers that copy only what is cached ------------------------------ */
+
+/*
+ * A GPU stream of 4 KiB reads, each page read into GPU memory a second time by
+ * a reader that copies only what is cached: RWF_NOWAIT and io_uring's first,
+ * non-blocking attempt. Those copies leave the partition's folios to it
+ * (IOCB_DONTCACHE_DEFER): once the stream is done and the evictor has run,
+ * every resident page of the file is one the partition still books, as for
+ * the stream alone. Before, such a copy took the folio into the page cache
+ * for good, outside the bound.
+ */
+static void test_cached_readers(struct fs *fs)
+{
+	size_t pages = 10 * LIMIT, len = pages * PG;
+	static unsigned char vec[10 * LIMIT];
+	long long copies = 0, part = -1, again = 0;
+	char path[PATH_MAX], why[256] = "ok";
+	struct spin_ring r;
+	long res = -1;
+	int fd, ok = 1;
+
+	fd = make_named(fs, "cached-readers", pages, fs->seed + 5, path);
+	if (fd < 0 || spin_ring_init(&r, 4, 0)) {
+		ksft_test_result_fail("%s: readers of cached pages: setup: %s\n", fs->name,
+				      strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (size_t p = 0; ok && p < pages; p++) {
+		struct iovec iov = { gmem + MiB + p * PG % (16 * MiB), PG };
+		struct io_uring_sqe *sqe;
+		ssize_t n = pread(fd, gmem + p * PG % (16 * MiB), PG, p * PG);
+		int rres = -EIO;
+
+		if (n != (ssize_t)PG) {
+			snprintf(why, sizeof(why), "stream read of page %zu: %zd (%s)", p, n,
+				 strerror(errno));
+			ok = 0;
+			break;
+		}
+		if (p % 2 == 0) {
+			n = preadv2(fd, &iov, 1, p * PG, RWF_NOWAIT);
+			copies += n == (ssize_t)PG;
+			again += n < 0 && errno == EAGAIN;
+			if (n < 0 && errno != EAGAIN) {
+				snprintf(why, sizeof(why), "RWF_NOWAIT read of page %zu: %s", p,
+					 strerror(errno));
+				ok = 0;
+			}
+			continue;
+		}
+		sqe = spin_ring_sqe(&r, 0);
+		sqe->opcode = IORING_OP_READ;
+		sqe->fd = fd;
+		sqe->off = p * PG;
+		sqe->addr = (uintptr_t)iov.iov_base;
+		sqe->len = PG;
+		if (spin_ring_run(&r, 1, &rres) || rres != (int)PG) {
+			snprintf(why, sizeof(why), "io_uring read of page %zu: %d", p, rres);
+			ok = 0;
+		}
+		copies++;
+	}
+	spin_ring_exit(&r);
+	for (int i = 0; ok && i < 300; i++) {
+		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_pages");
+		res = resident(fd, pages, vec);
+		if (part >= 0 && part <= LIMIT * 11 / 16 && res >= 0 && res <= part)
+			break;
+		usleep(10000);
+	}
+	if (ok && copies < (long long)pages * 3 / 4) {
+		snprintf(why, sizeof(why), "%lld second reads of %zu copied the page", copies,
+			 pages);
+		ok = 0;
+	}
+	if (ok && (part < 0 || part > LIMIT * 11 / 16 || res < 0 || res > part)) {
+		snprintf(why, sizeof(why), "%ld of the file's pages resident, %lld in the partition",
+			 res, part);
+		ok = 0;
+		if (res > 0)
+			print_runs(fs, vec, pages);
+	}
+	ksft_test_result(ok,
+			 "%s: a stream whose pages RWF_NOWAIT and io_uring also copy from the cache stays in the partition: %lld copies (%lld EAGAIN), %ld resident, %lld in the partition (%s)\n",
+			 fs->name, copies, again, res, part, why);
+	close(fd);
+	unlink(path);
+}
+
+/* ---- RWF_DONTCACHE for everyone else ------------------------------------ */
+
+/*
+ * A program that never touches GPU memory and reads with RWF_DONTCACHE sees
+ * what it sees without spin: the folio its read ends in is dropped with the
+ * others it read, even when the read ends inside it.
+ */
+static void test_dontcache(struct fs *fs)
+{
+	char path[PATH_MAX], why[256] = "ok";
+	unsigned char vec[16];
+	struct iovec iov = { host, 1000 };
+	int fd = make_named(fs, "dontcache", 16, fs->seed + 6, path), ok = 1;
+	ssize_t n = -1;
+
+	if (fd >= 0)
+		n = preadv2(fd, &iov, 1, 0, RWF_DONTCACHE);
+	if (n != 1000) {
+		snprintf(why, sizeof(why), "RWF_DONTCACHE read: %zd (%s)", n, strerror(errno));
+		ok = 0;
+	} else if (spin_pattern_check(host, 0, 1000, fs->seed + 6) >= 0) {
+		snprintf(why, sizeof(why), "wrong bytes");
+		ok = 0;
+	} else if (resident(fd, 16, vec) < 0 || (vec[0] & 1)) {
+		snprintf(why, sizeof(why), "page 0, where the read ended, is still cached");
+		ok = 0;
+	}
+	ksft_test_result(ok,
+			 "%s: an RWF_DONTCACHE read of 1000 bytes into host memory drops the folio it ends in, as upstream (%s)\n",
+			 fs->name, why);
+	if (fd >= 0)
+		close(fd);
 	unlink(path);
 }
 
@@ -1026,7 +1158,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 18 + 6);
+	ksft_set_plan(ARRAY_SIZE(all) * 20 + 6);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
@@ -1048,6 +1180,8 @@ int main(void)
 		ksft_print_msg("%s on %s (%s)\n", fs->type, fs->dev, fs->serial);
 		one_stream(fs);
 		four_streams(fs);
+		test_cached_readers(fs);
+		test_dontcache(fs);
 		test_promotion(fs);
 		test_advice(fs);
 		test_dirty(fs);
