@@ -16,6 +16,14 @@
  *    file, then fsync(), under auto and pagecache, beside the same from host
  *    memory with O_DIRECT (what a checkpoint that stages through host memory
  *    pays at best).
+ * 3. What the exclusion of a routed write costs: one and two threads writing
+ *    disjoint halves of the random writes' file from GPU memory, in 64 KiB and
+ *    1 MiB calls, routed (auto: one direct write each, holding the
+ *    filesystem's I/O lock exclusively until it completes, as a buffered
+ *    write holds it) and with O_DIRECT (upstream's P2P path, which takes the
+ *    lock shared for an overwrite, so two writers overlap). And an unaligned
+ *    write (1 MiB at an offset 1000 bytes past a block): routed writes go
+ *    whole, so it goes through the page cache in auto as in pagecache mode.
  * Every measurement's file is checked afterwards by CPU reads after
  * drop_caches ("not ok" on a wrong byte).
  *
@@ -37,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,11 +235,106 @@ static double checkpoint(int kind, const char *path)
 	return CKPT_LEN / t / 1e6;
 }
 
+/* One writer of parallel(): sequential writes over its own part of the file. */
+struct par {
+	int fd;
+	size_t size;
+	off_t base, span;
+	double t0;
+	size_t done;
+	int err;
+};
+
+static void *par_writer(void *arg)
+{
+	struct par *w = arg;
+	off_t at = 0;
+
+	do {
+		off_t off = w->base + at;
+
+		if (pwrite(w->fd, gmem + off % GPU_LEN, w->size, off) != (ssize_t)w->size) {
+			w->err = errno ? errno : EIO;
+			break;
+		}
+		w->done += w->size;
+		at = (at + w->size) % w->span;
+	} while ((bench_now() - w->t0) * 1000 < opt.tmax_ms);
+	return NULL;
+}
+
+/*
+ * @nw threads write @size-byte calls from GPU memory into disjoint parts of
+ * the random writes' file for tmax_ms, then fsync: routed (@direct 0, auto
+ * mode) or O_DIRECT (@direct 1, not routed). Returns MB/s.
+ */
+static double parallel(int nw, int direct, size_t size, const char *path)
+{
+	struct par w[2];
+	pthread_t t[2];
+	size_t done = 0;
+	double t0;
+	int fd;
+
+	set_mode(M_AUTO);
+	fd = open(path, O_RDWR | (direct ? O_DIRECT : 0));
+	if (fd < 0)
+		die("open %s: %s", path, strerror(errno));
+	drain();
+	t0 = bench_now();
+	for (int i = 0; i < nw; i++) {
+		w[i] = (struct par){ .fd = fd, .size = size, .base = i * (FILE_LEN / nw),
+				     .span = FILE_LEN / nw, .t0 = t0 };
+		if (pthread_create(&t[i], NULL, par_writer, &w[i]))
+			die("pthread_create: %s", strerror(errno));
+	}
+	for (int i = 0; i < nw; i++) {
+		pthread_join(t[i], NULL);
+		if (w[i].err)
+			die("parallel writer %d: %s", i, strerror(w[i].err));
+		done += w[i].done;
+	}
+	if (fsync(fd))
+		die("fsync: %s", strerror(errno));
+	close(fd);
+	return done / (bench_now() - t0) / 1e6;
+}
+
+/* Writes of 1 MiB from GPU memory at 1000 bytes past each MiB: MB/s in @mode. */
+static double unaligned(int mode, const char *path, long long *p2p)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	long long p0;
+	size_t done = 0;
+	double t0;
+
+	if (fd < 0)
+		die("open %s: %s", path, strerror(errno));
+	set_mode(mode);
+	drain();
+	p0 = spin_stat_get(stat_path, "write_bytes_p2p");
+	t0 = bench_now();
+	do {
+		off_t off = done + 1000;
+
+		if (pwrite(fd, gmem + off % GPU_LEN, MiB, off) != (ssize_t)MiB)
+			die("unaligned pwrite at %lld: %s", (long long)off, strerror(errno));
+		done += MiB;
+	} while (done < FILE_LEN - MiB && (bench_now() - t0) * 1000 < opt.tmax_ms);
+	if (fsync(fd))
+		die("fsync: %s", strerror(errno));
+	*p2p += spin_stat_get(stat_path, "write_bytes_p2p") - p0;
+	close(fd);
+	return done / (bench_now() - t0) / 1e6;
+}
+
 int main(void)
 {
 	static const size_t sizes[] = { 4 * KiB, 64 * KiB, MiB, 8 * MiB };
 	static struct cell cells[2 * ARRAY_SIZE(sizes)];
-	double ck[3][MAX_ROUNDS];
+	double ck[3][MAX_ROUNDS], par[2][2][2][MAX_ROUNDS], un[NMODES][MAX_ROUNDS];
+	static const size_t par_sizes[] = { 64 * KiB, MiB };
+	long long un_p2p[NMODES] = { 0 };
 	char cmd[512], release[128] = "?", seqp[] = MNT "/seq", rndp[] = MNT "/rnd",
 	     ckp[] = MNT "/ckpt";
 	int heap, buf, fd, nc = 0;
@@ -304,6 +408,22 @@ int main(void)
 
 			ck[kind][r] = checkpoint(kind, ckp);
 		}
+	for (int r = 0; r < opt.rounds; r++) {
+		for (int s = 0; s < 2; s++)
+			for (int nw = 1; nw <= 2; nw++)
+				for (int k = 0; k < 2; k++) {
+					int direct = (k + r) % 2;
+
+					par[s][nw - 1][direct][r] =
+						parallel(nw, direct, par_sizes[s], rndp);
+				}
+		for (int k = 0; k < NMODES; k++) {
+			int m = (k + r) % NMODES;
+
+			un[m][r] = unaligned(m, seqp, &un_p2p[m]);
+		}
+	}
+	printf("# exclusion and unaligned cells done at %.0f s\n", bench_now() - t_start);
 	set_mode(M_AUTO);
 	fd = open(rndp, O_RDONLY);
 	file_check(fd, FILE_LEN, rndp);
@@ -343,6 +463,32 @@ int main(void)
 		printf("|---|---|---|---|---|\n");
 		printf("| %.1f | %.1f | %.1f | %.2f | %.2f |\n", a, p, d, a / p, a / d);
 		printf("wb-checkpoint auto=%.2f pagecache=%.2f odirect_host=%.2f\n", a, p, d);
+	}
+	printf("\n## The exclusion: writers of disjoint halves of one file, write + fsync, MB/s\n\n");
+	printf("| size | writers | routed (auto) | O_DIRECT | routed / O_DIRECT |\n");
+	printf("|---|---|---|---|---|\n");
+	for (int s = 0; s < 2; s++)
+		for (int nw = 1; nw <= 2; nw++) {
+			double a = bench_median(par[s][nw - 1][0], opt.rounds);
+			double d = bench_median(par[s][nw - 1][1], opt.rounds);
+			char sz[32];
+
+			human(par_sizes[s], sz, sizeof(sz));
+			printf("| %s | %d | %.1f | %.1f | %.2f |\n", sz, nw, a, d, a / d);
+			printf("wb-exclusion size=%zu writers=%d routed=%.2f odirect=%.2f ratio=%.3f\n",
+			       par_sizes[s], nw, a, d, a / d);
+		}
+	{
+		double a = bench_median(un[M_AUTO], opt.rounds), p = bench_median(un[M_PC], opt.rounds);
+
+		printf("\n## Unaligned: 1 MiB writes 1000 bytes past each MiB, write + fsync, MB/s\n\n");
+		printf("| auto | pagecache | auto / pagecache | P2P bytes (auto) |\n");
+		printf("|---|---|---|---|\n");
+		printf("| %.1f | %.1f | %.2f | %lld |\n", a, p, a / p, un_p2p[M_AUTO]);
+		printf("wb-unaligned auto=%.2f pagecache=%.2f p2p_auto=%lld\n", a, p, un_p2p[M_AUTO]);
+		if (un_p2p[M_AUTO] || un_p2p[M_PC])
+			bench_fail("unaligned writes went by P2P (%lld bytes): a write must go whole",
+				   un_p2p[M_AUTO] + un_p2p[M_PC]);
 	}
 	printf("\n# The stand-in GPU's BAR is host RAM: the page-cache path copies at memcpy "
 	       "speed here, at tens of MB/s from a real GPU BAR.\n");

@@ -61,7 +61,7 @@ mkdir -p "$stage/spin/bench"
 for b in "$here"/../bench/*_bench.c; do
 	gcc -O2 -Wall -static -isystem "$KOBJ/usr/include" -I"$KSRC/tools/testing/selftests/spin" \
 		-o "$stage/spin/bench/$(basename "$b" .c)" "$b" "$here/../bench/bench_lib.c" \
-		"$KSRC/tools/testing/selftests/spin/spin_lib.c" -lm
+		"$KSRC/tools/testing/selftests/spin/spin_lib.c" -lm -lpthread
 done
 
 # The user tool (tools/spin), static, as /usr/bin/spin.
