@@ -21,16 +21,15 @@ LOCK    := $(SCRIPTS)/with-lock.sh
 STAMP   := /var/lib/spin-workshop
 export BUILD KSRC KOBJ
 
-# VM knobs (see README.md): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
+# VM knobs (see Documentation/spin/development.rst): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
 	test-selfcheck bench-core bench-gpumem bench-router bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe bench-insn series series-check export clean \
 	distclean
 
 help:
-	@sed -n '/^## /s/^## //p' README.md 2>/dev/null | head -40 || true
-	@echo "targets: run test setup tree apply kernel initramfs test-core test-vm test-selfcheck"
-	@echo "         bench-core bench-gpumem bench-router bench-cpu series series-check export clean distclean"
+	@echo "The spin workshop (README.md: quick start; Documentation/spin/development.rst: the rest)."
+	@sed -n 's/^## /  /p' $(REPO)/Makefile
 
 ## setup: install the toolchain, QEMU and the kernel source package (root, idempotent)
 setup:
@@ -60,6 +59,7 @@ run: tree
 test: tree
 	@$(SCRIPTS)/test-all.sh
 
+## test-core / test-vm: one stage of `make test` (test-core: cargo tests and the text checks)
 test-core: setup
 	@$(SCRIPTS)/test-all.sh core
 
@@ -82,17 +82,17 @@ bench-gpumem: tree
 	@grep -v '^@@' $(BUILD)/bench-gpumem/results.log | tr -d '\r' > $(BUILD)/bench-gpumem/summary.md
 	@echo "[bench] report: $(BUILD)/bench-gpumem/summary.md"
 
-## bench-router: the router (#5): auto vs p2p vs pagecache over a read matrix into GPU memory
+## bench-router: the router: auto vs p2p vs pagecache over a read matrix into GPU memory
 # The NVMe drives are throttled to model an SSD against TCG's memcpy (~300 MB/s page-cache
 # copies into GPU memory, ~0.3 ms per emulated I/O): 180 MB/s makes the device 1.5-1.8x
 # slower per byte than the copy (Gen4: 6.5 vs 10 GB/s); 2000 IOPS keeps a small P2P read at
-# 0.3-0.5 ms. SPIN_VM_BPS / SPIN_VM_IOPS override (see README.md, Measurements). ROUTER_BENCH_ARGS adds router_bench.* options
+# 0.3-0.5 ms. SPIN_VM_BPS / SPIN_VM_IOPS override (see Documentation/spin/measurements.rst). ROUTER_BENCH_ARGS adds router_bench.* options
 # (see router_bench.c). NOSPIN=1 also builds the same tree with CONFIG_SPIN=n in
 # build/obj-nospin (a second kernel build: cold ~30 min) and runs the CPU-only check on it.
 # The CPU-only check runs in boots of its own with guest time counted in instructions
 # (vm.py --icount CPU_ICOUNT, ~2.5 min each), where cached reads repeat within 0.1% however
 # busy the host is; CPU_ICOUNT= keeps it in the matrix boot, on the host's clock.
-# SPIN_VM_ICOUNT=N runs the matrix under instruction counting too (see README.md).
+# SPIN_VM_ICOUNT=N runs the matrix under instruction counting too (vm.py --icount).
 # The fully resident cells (no device I/O, CPU-bound) run again in a boot of their own under
 # instruction counting (CACHED_ICOUNT, ~5 min; empty: none), their verdict in the report.
 CPU_ICOUNT  ?= 2
@@ -134,7 +134,7 @@ bench-router: tree
 	$(PY) $(REPO)/tools/testing/spin/bench/router_report.py $(ROUTER_OUT) || rc=$$?; \
 	exit $$rc
 
-## bench-cpu: CPU-only reads, this kernel against the same tree with CONFIG_SPIN=n (#15)
+## bench-cpu: CPU-only reads, this kernel against the same tree with CONFIG_SPIN=n
 # Builds the CONFIG_SPIN=n kernel in build/obj-nospin (cold ~30 min; with ccache a few
 # minutes) and boots the two kernels CPU_PAIRS times each, back to back in alternating order
 # (ABBA), running router_bench.cpuonly=1 with CPU_ROUNDS rounds; cpu_report.py reports the
@@ -187,7 +187,7 @@ bench-insn: tree
 	@$(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && \
 		$(PY) $(SCRIPTS)/insn_prof.py --out $(INSN_OUT) $(PROF_ARGS)'
 
-## bench-writer: writes from GPU memory (#10): auto vs pagecache, 4 KiB-8 MiB, and a checkpoint
+## bench-writer: writes from GPU memory: auto vs pagecache, 4 KiB-8 MiB, and a checkpoint
 # Same throttled drives as bench-router (SPIN_VM_BPS / SPIN_VM_IOPS override); WRITER_BENCH_ARGS
 # adds writer_bench.* options (see writer_bench.c). Report: build/bench-writer/summary.md.
 WRITER_OUT := $(BUILD)/bench-writer
@@ -201,7 +201,7 @@ bench-writer: tree
 	echo "[bench] report: $(WRITER_OUT)/summary.md"; \
 	if grep -q '^not ok' $(WRITER_OUT)/summary.md; then rc=1; fi; exit $$rc
 
-## bench-uring: io_uring reads into GPU memory (#12): buffered (routed) vs O_DIRECT, iodepth 32
+## bench-uring: io_uring reads into GPU memory: buffered (routed) vs O_DIRECT, iodepth 32
 # Same throttled drives as bench-router. URING_BENCH_ARGS adds uring_bench.* options.
 URING_OUT := $(BUILD)/bench-uring
 bench-uring: tree
@@ -213,7 +213,7 @@ bench-uring: tree
 	echo "[bench] report: $(URING_OUT)/summary.md"; \
 	if grep -q '^not ok' $(URING_OUT)/summary.md; then rc=1; fi; exit $$rc
 
-## bench-stack: sequential reads into GPU memory, md RAID-0 over both drives vs one drive (#11)
+## bench-stack: sequential reads into GPU memory, md RAID-0 over both drives vs one drive
 # Same throttled drives as bench-router. STACK_BENCH_ARGS adds stack_bench.* options.
 STACK_OUT := $(BUILD)/bench-stack
 bench-stack: tree
@@ -226,7 +226,7 @@ bench-stack: tree
 	echo "[bench] report: $(STACK_OUT)/summary.md"; \
 	if grep -q '^not ok' $(STACK_OUT)/summary.md; then rc=1; fi; exit $$rc
 
-## bench-atomic: XFS reads into GPU memory, synchronous P2P legs (atomic_reads 1) vs asynchronous (#13)
+## bench-atomic: XFS reads into GPU memory, synchronous P2P legs (atomic_reads 1) vs asynchronous
 # Same throttled drives as bench-router. ATOMIC_BENCH_ARGS adds atomic_bench.* options.
 ATOMIC_OUT := $(BUILD)/bench-atomic
 bench-atomic: tree
@@ -239,7 +239,7 @@ bench-atomic: tree
 	echo "[bench] report: $(ATOMIC_OUT)/summary.md"; \
 	if grep -q '^not ok' $(ATOMIC_OUT)/summary.md; then rc=1; fi; exit $$rc
 
-## bench-pipe: chunk pipelining of routed reads, /sys/kernel/spin/pipeline 1 vs 0 (#15)
+## bench-pipe: chunk pipelining of routed reads, /sys/kernel/spin/pipeline 1 vs 0
 # Same throttled drives as bench-router. PIPE_BENCH_ARGS adds pipe_bench.* options.
 PIPE_OUT := $(BUILD)/bench-pipe
 bench-pipe: tree
@@ -264,8 +264,10 @@ series-check: series
 export:
 	@$(KTREE) export
 
+## clean / distclean: remove run outputs / the whole build/
 clean:
 	rm -rf $(BUILD)/vm $(BUILD)/initramfs $(BUILD)/series $(BUILD)/bench-core $(BUILD)/bench-router
 
-distclean:
+dist## clean / distclean: remove run outputs / the whole build/
+clean:
 	rm -rf $(BUILD)

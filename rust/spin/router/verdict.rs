@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Per-inode verdicts: what the router learns about a file once and uses again on every read
-//! into GPU memory (issue #15).
+//! into GPU memory.
 //!
 //! Deciding whether a file can be read by P2P at all takes `statx(STATX_DIOALIGN)`, a walk up
 //! the disk's device tree, the disk table's lock and the P2P path verdict of the disk and the

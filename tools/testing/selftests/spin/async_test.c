@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Asynchronous entry points into and out of GPU memory (issue #12), every
+ * Asynchronous entry points into and out of GPU memory, every
  * byte checked from the host side of the GPU memory:
  *  - io_uring IORING_OP_READ, READV, WRITE and WRITEV, and eight reads in
  *    flight at once, on buffered files on ext4 (spin-nvme0) and xfs

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The router's fast paths (issue #15), on ext4 (spin-nvme0) and xfs
+ * The router's fast paths, on ext4 (spin-nvme0) and xfs
  * (spin-nvme1), every byte checked from the host side of the GPU memory:
  *  - a read into GPU memory below S_cutoff whose pages are all cached is one
  *    page-cache copy without a plan (cached_requests, no P2P byte); one whose

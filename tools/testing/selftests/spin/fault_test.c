@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * I/O errors under routed reads (issue #13): fail_make_request fails a share
+ * I/O errors under routed reads: fail_make_request fails a share
  * of the bios of the NVMe disk while buffered reads into GPU memory run in
  * auto and p2p mode, on ext4 (spin-nvme0) and xfs (spin-nvme1), mounted
  * noatime so that only data reads meet the faults.
@@ -17,7 +17,7 @@
  * A writeback error behind a P2P leg (p2p mode writes dirty pages back
  * before the device reads them) must stay visible: the read is served from
  * the page cache, as a plain buffered read would be, and the next fsync()
- * reports EIO (review #17, item 9).
+ * reports EIO.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * fio regression jobs with GPU memory (issue #12): the job files of
+ * fio regression jobs with GPU memory: the job files of
  * tools/testing/spin/fio (in the guest: /spin/fio), one per I/O engine
  * (psync, pvsync2, libaio, io_uring) and kind (buffered sequential, buffered
  * random, O_DIRECT), their buffers in the stand-in GPU's p2pmem/allocate

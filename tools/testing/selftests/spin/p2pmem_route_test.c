@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Buffered I/O with upstream's p2pmem/allocate mappings (issues #12 and #17,
- * item 10): the router recognises GPU memory by its pages (p2pdma pages of a
- * provider), not only spin's dma-buf mappings, so unmodified tools that map
- * p2pmem/allocate get routed reads and writes.
+ * Buffered I/O with upstream's p2pmem/allocate mappings: the router
+ * recognises GPU memory by its pages (p2pdma pages of a provider), not only
+ * spin's dma-buf mappings, so unmodified tools that map p2pmem/allocate get
+ * routed reads and writes.
  *
  * On ext4 (spin-nvme0) and xfs (spin-nvme1), with the stand-in GPU's
  * p2pmem/allocate mapped MAP_SHARED:

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * GPU read-ahead (issue #9, SPIN section 4.3.2): small sequential reads into
+ * GPU read-ahead (SPIN section 4.3.2): small sequential reads into
  * GPU memory go through the page cache with read-ahead, and what that
  * read-ahead brings in stays inside a bounded partition of the page cache.
  *
@@ -202,7 +202,7 @@ static void print_runs(const struct fs *fs, const unsigned char *vec, size_t pag
  * The bound, as the page cache itself accounts for it. mincore() looks at one
  * page at a time, so a count over files (or over one file's pages) taken while
  * folios come and go adds up pages that were never resident at the same time:
- * the CI run of session 17 counted 640 of four files against 512 that way.
+ * such a sum has counted 640 pages of four files against a bound of 512.
  * Instead the page cache's own events for adding and deleting a folio, in a
  * trace instance of this test with the global clock, are replayed in order, so
  * that the largest count they reach is what was resident at some moment.

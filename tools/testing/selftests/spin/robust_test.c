@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Soundness findings of issue #17, each with the case that showed it:
+ * Soundness cases of the router, each with the test that shows it:
  *  1. Offsets near the largest file offset: a sparse xfs file whose end is
  *     within a chunk (8 MiB) of MAX_LFS_FILESIZE, read into and written from
  *     GPU memory near that end. The router computed the chunk end in i64 and

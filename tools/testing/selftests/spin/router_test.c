@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The router (issue #5): an ordinary (not O_DIRECT) read of a regular file
+ * The router: an ordinary (not O_DIRECT) read of a regular file
  * whose destination is a user mapping of a spin dma-buf is split between
  * copies out of the page cache and P2P DMA straight into the GPU pages.
  *
@@ -1155,7 +1155,7 @@ static void preadv_mixed(struct fs *fs)
  * host memory into the GPU mapping, and an O_DIRECT read (never routed).
  */
 /*
- * Chunks in flight together (issue #15): a 24 MiB read, three 8 MiB chunks,
+ * Chunks in flight together: a 24 MiB read, three 8 MiB chunks,
  * the first cached, the second not, the third uncached then cached. With
  * asynchronous P2P legs the router starts the P2P legs of the second and of
  * the third chunk before it copies the chunk before them
@@ -2018,7 +2018,7 @@ static void con_phase(struct fs *fs, const char *m, int truncating)
 }
 
 /*
- * XFS read atomicity (issue #13): P2P legs of a read on xfs are synchronous,
+ * XFS read atomicity: P2P legs of a read on xfs are synchronous,
  * under the IOLOCK, so a page written during the read comes back whole.
  * Many reads against a writer that writes back after every write; then a
  * quarter as many with atomic_reads off (asynchronous legs), whose torn pages

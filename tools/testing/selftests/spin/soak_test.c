@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A bounded soak (issue #13): for SOAK_SECS seconds, on ext4 (spin-nvme0)
+ * A bounded soak: for SOAK_SECS seconds, on ext4 (spin-nvme0)
  * and xfs (spin-nvme1) at once,
  *  - GPU readers: pread, preadv, io_uring READ and aio PREAD of a file that
  *    never changes into GPU memory, random offsets and lengths (aligned and

@@ -87,7 +87,7 @@ static int direct_part(const void *buf, size_t len, off_t off, off_t *a, off_t *
  * aligned pieces is not synced once per piece. Under the
  * debug kernel a buffered write of ext4 and dropping its pages cost ~1 ms per
  * page each (a 72 MiB file: 24 s + 20 s, xfs 4.6 s + 1.8 s), a direct write
- * 2.6 s (2026-11-26). For test files whose writing is not what is tested.
+ * 2.6 s. For test files whose writing is not what is tested.
  */
 int spin_write_uncached(int fd, const void *buf, size_t len, off_t off)
 {

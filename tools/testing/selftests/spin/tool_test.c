@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The user tool (tools/spin, /usr/bin/spin in the guest; issue #14):
+ * The user tool (tools/spin, /usr/bin/spin in the guest):
  *  - /sys/block/<disk>/spin/p2p, the kernel's verdict the tool reports: "ok"
  *    for spin-nvme0, "distance" naming spin-nvme2 itself, "queue" for
  *    spin-vblk;
@@ -216,7 +216,7 @@ static void test_check(struct disk *near, struct disk *far, struct disk *vblk)
 	     block_has(vblk->name, "no P2P: queue: the disk's queue does not accept");
 	ksft_test_result(ok, "spin check: %s P2P possible, %s distance with the route, %s queue\n",
 			 near->name, far->name, vblk->name);
-	/* Shown always: the README's example session comes from here. */
+	/* Shown always: the example in Documentation/spin/tools.rst comes from here. */
 	ksft_print_msg("spin check:\n%s", out);
 
 	/* One good file: exit 0. */

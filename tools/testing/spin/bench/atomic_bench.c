@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * atomic_bench: the cost of XFS read atomicity (issue #13). On XFS the P2P
+ * atomic_bench: the cost of XFS read atomicity. On XFS the P2P
  * legs of a routed read are synchronous direct reads, under the IOLOCK for
  * the whole I/O, so that a page written during the read comes back whole
  * (/sys/kernel/spin/atomic_reads 1, the default); with atomic_reads 0 they

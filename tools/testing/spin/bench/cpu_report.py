@@ -17,7 +17,7 @@ For every test (cached / uncached, 4 KiB / 1 MiB reads into host memory) it repo
   - the median over pairs of both ratios, with their min-max;
   - within the spin boots, on / off (the median of adjacent rounds' ratios), median over
     boots.
-Goal of issue #15: every ratio >= 0.99. Reported, never asserted. Writes DIR/summary.md
+Goal: every ratio >= 0.99. Reported, never asserted. Writes DIR/summary.md
 (also printed); the exit status is non-zero only when there is nothing to report.
 """
 import math
@@ -77,7 +77,7 @@ def main():
     usable = [(i, s, ns) for i, s, ns in pairs if s and ns]
     w(f"{len(usable)} pairs of boots (of {len(pairs)}), spin and CONFIG_SPIN=n back to back in "
       "alternating order; per boot the median of its rounds. Ratios: median over pairs "
-      "(min-max). Goal >= 0.99 (issue #15).\n")
+      "(min-max). Goal >= 0.99.\n")
     if not usable:
         w("No pair has results from both kernels: see the console.log of each boot.")
         print("\n".join(lines))

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pipe_bench: chunk pipelining of routed reads (issue #15). The router plans
+ * pipe_bench: chunk pipelining of routed reads. The router plans
  * and runs a read in chunks of 8 MiB; with /sys/kernel/spin/pipeline 1 (the
  * default) it starts the P2P legs of the next chunk before it copies the
  * current one, with 0 it runs chunk after chunk and the device idles while

@@ -33,11 +33,11 @@
  * delays the reader, by more in one mode than in the other), .dst (gpu, the
  * default; host: the reads go into host memory, an 8 MiB anonymous mapping,
  * while the GPU buffer stays mapped, so that both modes measure what the
- * router costs a CPU-only read of a process with GPU memory mapped, #15's
- * "on" check; the modes should then agree; host2: the same, every other read
- * into a second such buffer, a VMA of its own, as a process that reads into
- * its stack and its heap in turn). Also counts the
- * folios the page cache takes in, by order (tracefs), and for sequential reads
+ * router costs a CPU-only read of a process with GPU memory mapped (the
+ * CPU-only check's "on" case); the modes should then agree; host2: the same,
+ * every other read into a second such buffer, a VMA of its own, as a process
+ * that reads into its stack and its heap in turn). Also counts the folios the
+ * page cache takes in, by order (tracefs), and for sequential reads
  * each mode's wall time per request by its offset in a pair of 1 MiB chunks
  * (with .res=50 the first one cached), to show where in the chunks they differ.
  *

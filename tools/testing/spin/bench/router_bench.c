@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * router_bench: the router of issue #5 measured in one guest run.
+ * router_bench: the router measured in one guest run.
  *
  * 1. CPU-only check: buffered pread() into host memory (malloc'ed), cached and
  *    uncached, by a process that never mapped GPU memory ("off": the router
@@ -17,7 +17,7 @@
  *    user tool instead, /usr/bin/spin calibrate --apply on the bench's file;
  *    .model=both keeps both fits and adds a fourth mode to every round,
  *    "tool": auto with the tool's fit, while auto runs with the bench's, so
- *    that one run compares the two fits cell by cell, issue #14).
+ *    that one run compares the two fits cell by cell).
  * 3. The TIOtest-like matrix: sequential reads of 512 B .. 8 MiB per call and
  *    random reads of 512 B .. 1 MiB over a file on ext4 on spin-nvme0, with 0,
  *    50 (alternating chunks, 1 MiB by default) and 100% of the file resident in
@@ -761,7 +761,7 @@ static void calibrate(void)
 		FILE *f;
 		int st;
 
-		/* The user tool's fit instead of the bench's (issue #14's comparison). */
+		/* The user tool's fit instead of the bench's (model=tool or both). */
 		set_mode(M_AUTO);
 		drain();
 		snprintf(cmd, sizeof(cmd), "/usr/bin/spin calibrate %s --apply 2>&1", PATH);
@@ -1128,7 +1128,7 @@ int main(void)
 	parse_opts();
 	spin = access(MODE_PATH, F_OK) == 0;
 	if (!opt.cpuonly && !opt.norouter && !spin)
-		die("%s is absent: this kernel has no spin router (issue #5); router_bench "
+		die("%s is absent: this kernel has no spin router; router_bench "
 		    "measures the router and cannot run without it", MODE_PATH);
 	if (spin_gpu_find(gpu_dir, sizeof(gpu_dir)) ||
 	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev, sizeof(dev)))

@@ -19,12 +19,12 @@ pagecache is their best fixed path if the timed run says so (a copy at memory sp
 the throttled drive). p2p mode's rates under instruction counting are not used: it waits for
 the drive, on the host's clock.
 
-Goals of issue #5 are reported, never asserted:
+The router's goals are reported, never asserted:
   - auto >= 0.97 x the best fixed path (p2p or pagecache) on random reads and on sequential
     reads of at least the readahead window;
   - auto >= 1.2 x the best fixed path on mixed residency: the 50% cells whose requests
     mostly cover both resident and non-resident pages (router_bench's "mixed" share >= 0.5);
-  - small sequential reads (below the readahead window), GPU read-ahead (#9): auto >= 0.97 x
+  - small sequential reads (below the readahead window), GPU read-ahead: auto >= 0.97 x
     the best fixed path in every cell, and auto / pagecache >= 0.95 on an uncached file;
   - CPU-only: buffered reads into host memory, a process with GPU memory mapped / one without (MMF_P2PDMA) >= 0.99
     (and against a CONFIG_SPIN=n kernel when that run exists).
@@ -238,7 +238,7 @@ def report(d, nospin):
               "\"icount\" is the median over rounds of auto / pagecache there (min-max), and "
               "it is their verdict and the goals' below wherever the timed run found "
               "pagecache their best fixed path.")
-        w("\n### Goals of issues #5 and #9 (reported, not asserted)\n")
+        w("\n### Goals of the router and GPU read-ahead (reported, not asserted)\n")
         w("| goal | cells | met | min | geometric mean |\n| --- | --- | --- | --- | --- |")
         for (goal, thr), rs in groups.items():
             n_met = "-" if thr is None else str(sum(r >= thr for r in rs))
@@ -419,7 +419,7 @@ def plot(d, nospin, ra, path):
         ax.set_ylabel("throughput ratio")
         ax.legend(fontsize=8)
     ax.set_title("CPU-only: buffered reads into host memory")
-    fig.suptitle("spin router (issue #5): buffered pread() into GPU memory, QEMU TCG rig")
+    fig.suptitle("spin router: buffered pread() into GPU memory, QEMU TCG rig")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     return True

@@ -2,7 +2,7 @@
 /*
  * stack_bench: sequential reads into GPU memory from an md RAID-0 over the
  * two throttled NVMe drives behind the GPU's switch against one of them
- * (issue #11; SPIN's headline: 5.2 GB/s from two SSDs in RAID-0).
+ * (SPIN's headline: 5.2 GB/s from two SSDs in RAID-0).
  *
  * 1. One drive: ext4 on spin-nvme0, a file of file_mib MiB written by the
  *    CPU; each round drops the caches, drains QEMU's throttling burst on

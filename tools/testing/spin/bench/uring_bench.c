@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * uring_bench: io_uring reads into GPU memory (issue #12), buffered (routed
+ * uring_bench: io_uring reads into GPU memory, buffered (routed
  * by spin) against O_DIRECT (upstream's P2P path), in one guest run.
  *
  * fio with ioengine=io_uring, iodepth=32, its buffers in the stand-in GPU's
@@ -9,7 +9,7 @@
  * 4 KiB reads and sequential 1 MiB reads, each for uring_bench.runtime
  * seconds (default 10), buffered and O_DIRECT alternating, median of
  * uring_bench.rounds (default 3). The ratio buffered / O_DIRECT is the
- * goal of #12 (>= 0.9). The disk's spin counters show what the router did.
+ * goal (>= 0.9). The disk's spin counters show what the router did.
  *
  * Output: "ub-*" key=value lines, a Markdown table and a TAP line ("not ok"
  * if a run failed; the ratio is reported, not asserted).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * writer_bench: writes from GPU memory (issue #10) measured in one guest run.
+ * writer_bench: writes from GPU memory measured in one guest run.
  *
  * 1. The matrix: sequential and random writes of 4 KiB .. 8 MiB per call from
  *    GPU memory (the stand-in GPU's DMA-BUF heap, mmapped, filled from the host

@@ -79,4 +79,18 @@ if [ $rc2 = 0 ]; then
 else
 	echo "not ok - buffered pread: the GPU memory does not hold the file's bytes"
 fi
+
+echo
+echo "-- the README's example: gpu_pread_example HEAP IN OUT LENGTH"
+# The heap of the provider with the most p2pdma memory: the stand-in GPU, not a CMB.
+heap=$(for h in /dev/dma_heap/p2p-*; do
+	echo "$(sysattr "/sys/bus/pci/devices/${h##*/p2p-}/p2pmem/size") $h"
+done | sort -n | tail -1 | cut -d' ' -f2)
+echo "   gpu_pread_example $heap /mnt/demo/data /mnt/demo/copy 16777216"
+gpu_pread_example "$heap" /mnt/demo/data /mnt/demo/copy 16777216 2>&1 | sed 's/^/   /'
+if head -c 16777216 /mnt/demo/data | cmp -s - /mnt/demo/copy; then
+	echo "ok - the copy written from GPU memory holds the file's first 16 MiB"
+else
+	echo "not ok - the copy written from GPU memory differs from the file"
+fi
 umount /mnt/demo

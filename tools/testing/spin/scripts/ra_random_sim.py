@@ -37,7 +37,7 @@ sizes stop after a second, with fewer traces: the model overstates
 ``pagecache`` mode there), and it is about 4% optimistic for ``pagecache``
 mode in the 16 KiB at 50% cell (1766 requests per round against 1844
 measured; ``auto`` 2079 against 2074). It is optimistic for the policies
-too: a one-off build of ``ghost`` (session 32) made neither cell faster and
+too: a kernel built with the ``ghost`` policy made neither cell faster and
 read far more bytes; see readahead.rst for what the model leaves out.
 """
 

@@ -41,9 +41,9 @@ SUITES = os.path.join(os.path.dirname(__file__), "..", "kunit-suites")
 # must be in the same report, why). A report matching both is printed as known and does not
 # fail the run; every other report does. Keep this list short and say why for each entry.
 KNOWN_REPORTS = [
-    # Empty since vm.py boots with la57=off: the early "KASAN: wild-memory-access in
-    # rcu_is_watching" (identify_boot_cpu, TCG, 5-level paging) was listed here until
-    # 2026-11-26, and its taint had switched lockdep off for the run.
+    # Empty: vm.py boots with la57=off, which avoids the early "KASAN: wild-memory-access
+    # in rcu_is_watching" (identify_boot_cpu, TCG, 5-level paging) whose taint would switch
+    # lockdep off for the rest of the run.
 ]
 
 

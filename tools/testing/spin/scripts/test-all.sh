@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Run the spin tests and end with one line "N passed, N failed" (non-zero exit on any
-# failure). Stages: core (host cargo tests of the pure Rust core), vm (KUnit in the booted
-# kernel + the VM behaviour tests). With "selfcheck", run the VM with the deliberately
+# failure). Stages: core (host cargo tests of the pure Rust core and of tools/spin, then two
+# checks of the tree's text, one result each: process_words.py and docs_check.py), vm (KUnit
+# in the booted kernel + the VM behaviour tests). With "selfcheck", run the VM with the deliberately
 # failing KUnit suite and test program and succeed only if the run turns red because of them.
 set -uo pipefail
 
@@ -39,9 +40,25 @@ run_core() {
 	[ "$f" != 0 ] && failures+=("core: $f cargo test(s) failed")
 	log "core: $p passed, $f failed"
 	count "$p" "$f"
+	# Two checks of the tree's text, one result each.
+	host_check "process words (tracked files)" "$here/process_words.py"
+	host_check "Documentation/spin builds without warnings (docutils)" "$here/docs_check.py"
 }
 
-# The tests run on the debug kernel (issue #13): the spin fragment plus debug.config (lockdep,
+host_check() { # NAME SCRIPT: one passed or failed result, the script's output on failure
+	local name=$1 out
+	if out=$(/usr/bin/python3 "$2" 2>&1); then
+		log "core: $name: ok"
+		count 1 0
+	else
+		printf '%s\n' "$out" | tail -60
+		log "core: $name: FAILED"
+		failures+=("core: $name")
+		count 0 1
+	fi
+}
+
+# The tests run on the debug kernel: the spin fragment plus debug.config (lockdep,
 # KASAN, KFENCE, UBSAN, DEBUG_VM/LIST/OBJECTS, Rust debug assertions, fault injection), built in
 # its own object directory. The demo and the benches use the production kernel in $BUILD/obj.
 debug_kernel() {
@@ -62,14 +79,12 @@ run_vm() { # MODE
 	local mode=$1 summary=$BUILD/vm/$1/summary.json
 	rm -f "$summary"
 	debug_kernel
-	# The guest takes ~21-24 min on a quiet host and up to ~43 min when the
-	# host is busy (2026-11-25: the same tree ran 1416 s, then 1.3x slower in
-	# every program an hour later; session 13: 2557 s, every long program
-	# 1.7x its time of a quiet hour; session 16: 3063 s); the watchdog only
-	# has to catch a hang, and the tests catch their own (router_test: a
-	# reader without progress). 4200 s: CI stops everything at 5400 s, and a
-	# fresh clone built the debug kernel in 327 s with a warm ccache (session
-	# 15), before cargo tests and the initramfs.
+	# The guest takes 10-25 min on a quiet host and up to ~50 min on a busy
+	# one (every long program up to 1.7x its quiet-hour time). The watchdog
+	# only has to catch a hang; the tests catch their own (router_test: a
+	# reader without progress). 4200 s leaves room in a 5400 s budget for the
+	# debug kernel (~5 min from a fresh clone with a warm ccache), the cargo
+	# tests and the initramfs.
 	export SPIN_VM_TIMEOUT=${SPIN_VM_TIMEOUT:-4200}
 	# Build and boot under one lock: nobody may replace the kernel in between.
 	if ! "$here/with-lock.sh" bash -c '"$0/build.sh" initramfs && { /usr/bin/python3 "$0/vm.py" --mode "$1" --summary "$2"; true; }' "$here" "$mode" "$summary"; then

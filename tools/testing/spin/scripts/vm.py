@@ -39,7 +39,7 @@ import results as results_mod  # noqa: E402
 
 BUILD = os.environ.get("BUILD", os.path.join(os.path.dirname(__file__), "../../../../build"))
 # A normal boot of the debug kernel is silent for at most ~35 s of guest time (ACPI), about
-# 60 s of the host's; a production-kernel boot once stopped for good 1.7 s in (2026-11-26).
+# 60 s of the host's; a production-kernel boot has been seen to stop for good 1.7 s in.
 BOOT_STALL = int(os.environ.get("SPIN_VM_BOOT_STALL", 300))
 BOOTS = 2
 KOBJ = os.environ.get("KOBJ", os.path.join(BUILD, "obj"))
@@ -68,7 +68,7 @@ def qemu_args(a, out, shm, sock, qmp):
     # guest's CPU work takes the same guest time however busy the host is; while every vCPU
     # sleeps (waiting for a drive, whose throttle runs on QEMU_CLOCK_REALTIME) it is advanced
     # from the host's clock (QEMU's default sleep=on), but not one for one: the throttled
-    # drive measured faster in guest time (README.md, Measurements). icount needs
+    # drive measured faster in guest time (Documentation/spin/measurements.rst). icount needs
     # single-threaded TCG: the two vCPUs take turns on one host thread.
     accel = ["-accel", "tcg"]
     if a.icount is not None:

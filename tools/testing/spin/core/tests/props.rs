@@ -325,7 +325,7 @@ proptest! {
     }
 }
 
-/// The bridge check as it was before its early exit (session 24): the oracle the early exit
+/// The bridge check without its early exit, written out in full: the oracle the early exit
 /// must agree with.
 fn bridge_oracle(s: &readahead::Stream, pos: u64, len: u64, lead: u32) -> Option<(u64, u64)> {
     if s.random || s.ra_pages == 0 || lead == 0 || len == 0 {
