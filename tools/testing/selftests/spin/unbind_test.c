@@ -4,9 +4,12 @@
  * stand-in GPU while a buffer is mapped and O_DIRECT reads run into it. The
  * exporter revokes (Documentation/spin/gpu-memory.rst): the mapping faults
  * (SIGBUS, EFAULT for reads into it), new allocations and mmaps get ENODEV,
- * in-flight I/O completes, nothing leaks, and a re-bind serves again. Then
- * driver_override: p2pdma_bar refuses a device without a usable BAR and takes
- * any device with a 64-bit prefetchable memory BAR (an NVMe CMB).
+ * in-flight I/O completes, nothing leaks, and a re-bind serves again. The
+ * memory is withdrawn and published again through p2pdma_bar's debugfs
+ * switch, also by two threads that race each other: the heap follows the
+ * final state every time. Then driver_override: p2pdma_bar refuses a device
+ * without a usable BAR and takes any device with a 64-bit prefetchable
+ * memory BAR (an NVMe CMB).
  *
  * Runs last: it unbinds and re-binds devices the other tests use.
  */
@@ -15,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -213,6 +217,108 @@ static void withdraw_and_publish(const char *gpu, int heap)
 		close(fd2);
 }
 
+#define RACE_ROUNDS 400
+#define RACE_BURST 6
+
+static pthread_barrier_t race_start, race_done;
+
+/* One of the two threads of publish_race(). */
+struct toggler {
+	const char *sw;		/* the debugfs switch */
+	int writes;		/* per round: RACE_BURST or one more, out of phase */
+	int failed;		/* writes that failed */
+};
+
+/*
+ * Writes 0 and 1 alternately to the switch, @t->writes times a round, ending
+ * on the round's state: withdrawn in even rounds, published in odd ones.
+ */
+static void *toggle(void *arg)
+{
+	struct toggler *t = arg;
+	int fd = open(t->sw, O_WRONLY);
+
+	for (int r = 0; r < RACE_ROUNDS; r++) {
+		pthread_barrier_wait(&race_start);
+		for (int k = 0; k < t->writes; k++)
+			if (write(fd, (r ^ (t->writes - 1 - k)) & 1 ? "1" : "0", 1) != 1)
+				t->failed++;
+		pthread_barrier_wait(&race_done);
+	}
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+/*
+ * Publications and withdrawals that race: two threads flip the stand-in
+ * GPU's switch against each other, out of phase, in rounds that both end on
+ * the same state (withdrawn, then published, alternately). After every round
+ * the switch is written once more with that state, which changes nothing,
+ * and the heap must follow it: ENODEV when withdrawn, an allocation when
+ * published. The last round ends published, and the buffer allocated then
+ * maps. Then the switch is set back to what it was.
+ */
+static void publish_race(const char *gpu, int heap)
+{
+	char sw[128], state[8] = "?", now[8], miss[32] = "";
+	struct toggler t[2] = {
+		{ .writes = RACE_BURST },
+		{ .writes = RACE_BURST + 1 },
+	};
+	int missed = 0, mapped = 0, ret;
+	pthread_t th[2];
+
+	snprintf(sw, sizeof(sw), "/sys/kernel/debug/p2pdma_bar-%s/published", bdf_of(gpu));
+	spin_read_file(sw, state, sizeof(state));
+	if (pthread_barrier_init(&race_start, NULL, 3) || pthread_barrier_init(&race_done, NULL, 3))
+		ksft_exit_fail_msg("publish race: no barrier\n");
+	for (int i = 0; i < 2; i++) {
+		t[i].sw = sw;
+		if (pthread_create(&th[i], NULL, toggle, &t[i]))
+			ksft_exit_fail_msg("publish race: no thread\n");
+	}
+	for (int r = 0; r < RACE_ROUNDS; r++) {
+		const char *want = r & 1 ? "1" : "0";
+		int fd, ok;
+
+		pthread_barrier_wait(&race_start);
+		pthread_barrier_wait(&race_done);
+		ret = sysfs_write(sw, want);
+		fd = spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
+		now[0] = '\0';
+		spin_read_file(sw, now, sizeof(now));
+		ok = !ret && !strcmp(now, want) && (r & 1 ? fd >= 0 : fd == -ENODEV);
+		if (ok && r == RACE_ROUNDS - 1) {
+			uint8_t *m = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+			if (m != MAP_FAILED) {
+				memset(m, 0x5a, MiB);
+				mapped = m[MiB - 1] == 0x5a;
+				munmap(m, MiB);
+			}
+		}
+		if (!ok && !missed++)
+			snprintf(miss, sizeof(miss), ", the first in round %d", r);
+		if (fd >= 0)
+			close(fd);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&race_start);
+	pthread_barrier_destroy(&race_done);
+	ksft_test_result(!missed && mapped && !t[0].failed && !t[1].failed,
+			 "publish and withdraw raced from two threads (%d writes, %d failed): the heap missed the final state in %d of %d rounds%s; published, a buffer maps: %s\n",
+			 RACE_ROUNDS * (t[0].writes + t[1].writes), t[0].failed + t[1].failed,
+			 missed, RACE_ROUNDS, miss, mapped ? "yes" : "no");
+
+	/* Withdrawn and published once more, one at a time; then as it was. */
+	sysfs_write(sw, "0");
+	sysfs_write(sw, "1");
+	if (!strcmp(state, "0"))
+		sysfs_write(sw, "0");
+}
+
 /*
  * A provider whose memory is first published after probe (the rig's second,
  * 8 MiB ivshmem device, which p2pdma_bar registers but leaves unpublished:
@@ -331,7 +437,7 @@ int main(void)
 	struct timespec t0, t1;
 
 	ksft_print_header();
-	ksft_set_plan(23);
+	ksft_set_plan(24);
 	if (spin_gpu_find(gpu, sizeof(gpu)) ||
 	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
 	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
@@ -401,6 +507,7 @@ int main(void)
 			 "nothing leaked: %lld available, %lld before the unbind\n",
 			 p2pmem_available(gpu), avail0);
 	withdraw_and_publish(gpu, heap);
+	publish_race(gpu, heap);
 	close(heap);
 
 	/* driver_override: no usable BAR on spin-nvme0 (its BAR0 is not prefetchable). */
