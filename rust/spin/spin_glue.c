@@ -1006,7 +1006,11 @@ loff_t spin_file_size(struct file *file)
 	return i_size_read(file_inode(file));
 }
 
-/* The disk's PCI device: the first PCI ancestor of the disk's device. */
+/*
+ * The disk's PCI device: the first PCI ancestor of the disk's device. The
+ * caller keeps the chain of parents there: device_del() drops the disk's
+ * reference on its parent (see spin_slave_stacked()).
+ */
 static struct pci_dev *spin_disk_pci_dev(struct gendisk *disk)
 {
 	struct device *dev;
@@ -1113,6 +1117,38 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
 /* Disks visited at most while walking one stack: bounds a pathological one. */
 #define SPIN_STACK_VISITS 256
 
+/*
+ * A disk that spin_disk_members() meets below the one it started from is
+ * held by a device reference only (disk_get_slaves()). That keeps the
+ * &struct gendisk, but neither its driver (the block_device_operations that
+ * disk_is_stacked() reads, and an NVMe head's private data) nor, once
+ * device_del() has run, the parents of its device. Both are looked at under
+ * the disk's open_mutex, and only while the disk has been added and is not
+ * dead: del_gendisk() marks the disk dead under that mutex before it calls
+ * device_del(), and a driver deletes its disks before the device it hangs
+ * them from goes. (disk_live() is no test here: a hidden disk, such as the
+ * path of an NVMe multipath head, is never live.)
+ *
+ * Returns whether @disk is stacked. *@pdev gets the PCI device of a disk
+ * that is not, or %NULL if it has none or is being deleted: no P2P DMA is
+ * sent through a disk that is going away.
+ */
+static bool spin_slave_stacked(struct gendisk *disk, struct pci_dev **pdev)
+{
+	bool stacked = false;
+
+	*pdev = NULL;
+	mutex_lock(&disk->open_mutex);
+	if (test_bit(GD_ADDED, &disk->state) &&
+	    !test_bit(GD_DEAD, &disk->state)) {
+		stacked = disk_is_stacked(disk);
+		if (!stacked)
+			*pdev = spin_disk_pci_dev(disk);
+	}
+	mutex_unlock(&disk->open_mutex);
+	return stacked;
+}
+
 /**
  * spin_disk_members - the disks at the bottom of a disk
  * @disk: a disk, stacked (md, dm) or not
@@ -1124,7 +1160,13 @@ int spin_file_check(struct file *file, struct spin_file_info *info)
  * others, and reports each of those with its first PCI ancestor: the devices
  * that move the data of a bio sent to @disk. A disk that is not stacked is
  * its own bottom. A disk without a PCI ancestor (a loop device) is reported
- * with @pdev %NULL.
+ * with @pdev %NULL, and so is one met under @disk that is being deleted.
+ *
+ * The caller keeps @disk itself there (it holds it open, or is in one of its
+ * sysfs callbacks); the walk holds references on what it finds below and
+ * looks at each disk only while it is not dead (spin_slave_stacked()), so a
+ * stack torn down meanwhile (a dm table reloaded, the last path of an NVMe
+ * multipath head removed) is never followed into freed memory.
  *
  * Return: the number of disks stored, -%E2BIG if there are more than @max
  * or the stack is deeper than %SPIN_STACK_VISITS disks, -%ENODEV if a
@@ -1156,11 +1198,12 @@ int spin_disk_members(struct gendisk *disk, struct spin_member *out,
 	while (top) {
 		struct block_device *slave = todo[--top];
 		struct gendisk *sd = slave->bd_disk;
+		struct pci_dev *pdev;
 		unsigned int more;
 
 		if (++visits > SPIN_STACK_VISITS || n == max) {
 			ret = -E2BIG;
-		} else if (disk_is_stacked(sd)) {
+		} else if (spin_slave_stacked(sd, &pdev)) {
 			more = disk_get_slaves(sd, todo + top,
 					       SPIN_STACK_VISITS - top);
 			if (more > SPIN_STACK_VISITS - top) {
@@ -1170,7 +1213,7 @@ int spin_disk_members(struct gendisk *disk, struct spin_member *out,
 			top += more;
 		} else {
 			out[n].devt = disk_devt(sd);
-			out[n].pdev = spin_disk_pci_dev(sd);
+			out[n].pdev = pdev;
 			n++;
 		}
 		put_device(&slave->bd_device);

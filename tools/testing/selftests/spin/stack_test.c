@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Stacked disks (issue #11, SPIN's "virtual block devices"): routed reads
- * into and writes from GPU memory through md and dm.
+ * Stacked disks (SPIN's "virtual block devices"): routed reads into and
+ * writes from GPU memory through md and dm.
  *
  * Each stack is built with mdadm or dmsetup, then ext4 and xfs are made on
  * it in turn. On each filesystem a file is written by the CPU, read back
@@ -35,6 +35,18 @@
  * that path named. Then that path's controller is removed from the PCI bus
  * (reads must go P2P over the path left) and found again by a rescan (the
  * fallback is back): the head's verdict follows its paths.
+ *
+ * Last, the walk down a stack must not follow what is torn down under it. A
+ * dm table of linear targets over the three rig disks and both multipath
+ * heads is read through /sys/block/<dm>/spin/p2p by two processes in a loop
+ * while the table flips between it and one that lets go of the heads; then
+ * every path of both heads is removed from the PCI bus (the heads' disks go,
+ * the table still holds them open), the table lets go of them, so that each
+ * head is freed while the readers walk, and a rescan brings them back. A few
+ * rounds of that, bounded in number and time: every read must give a report
+ * ("queue 0" or "queue 1" first) or a clean errno, the kernel log must gain
+ * no BUG or WARNING (the debug kernel's KASAN reports start with "BUG:"),
+ * and both heads must be back with two paths.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -47,6 +59,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -74,6 +87,13 @@
 #define MNT "/mnt/stack"
 #define DM_NAME "spinstack"
 #define TABLE "/tmp/spin-dm-table"
+/* The race over the multipath heads (mpath_race()): tables and bounds. */
+#define RACE_TABLE_HEADS "/tmp/spin-dm-race-heads"
+#define RACE_TABLE_NONE "/tmp/spin-dm-race-none"
+#define RACE_ROUNDS 3		/* paths removed and rescanned */
+#define RACE_FLIPS 5		/* table flips per round, heads there */
+#define RACE_READERS 2
+#define RACE_SECS 150		/* no round starts after this long */
 #define MD_DEV "/dev/md0"
 /* 64 hex digits: the dm-crypt key (aes-xts-plain64 takes two 128-bit keys). */
 #define KEY "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
@@ -808,6 +828,232 @@ static void mpath_change(const char *serial)
 			 head, far, why);
 }
 
+/*
+ * The race's dm table, in @file: 8 MiB of each rig disk, then 8 MiB of each
+ * multipath head (@near, @far: /dev paths), or with @near NULL an error
+ * target in their place, which lets go of the heads.
+ */
+static int race_table(const char *file, const char *near, const char *far_head)
+{
+	const long long seg = 8 * MiB / 512;
+	static const char *const devs[] = { dev0, dev1, dev2 };
+	FILE *f = fopen(file, "w");
+
+	if (!f)
+		return -1;
+	for (int i = 0; i < 3; i++)
+		fprintf(f, "%lld %lld linear %s 0\n", i * seg, seg, devs[i]);
+	if (near)
+		fprintf(f, "%lld %lld linear %s 0\n%lld %lld linear %s 0\n", 3 * seg, seg, near,
+			4 * seg, seg, far_head);
+	else
+		fprintf(f, "%lld %lld error\n", 3 * seg, 2 * seg);
+	return fclose(f) ? -1 : 0;
+}
+
+/* Loads @table into DM_NAME and resumes it: the old table's devices are let go. */
+static int dm_load(const char *table)
+{
+	if (sh("DM_DISABLE_UDEV=1 dmsetup reload --noudevsync " DM_NAME " %s", table))
+		return -1;
+	return sh("DM_DISABLE_UDEV=1 dmsetup resume --noudevsync " DM_NAME);
+}
+
+/*
+ * Waits up to 30 s for the multipath head of @serial with two paths: @dev
+ * (64 bytes) gets its /dev path, @pci the sysfs directories of the PCI
+ * functions of its two controllers.
+ */
+static int race_head(const char *serial, char *dev, char pci[2][PATH_MAX])
+{
+	char p[2][64], path[PATH_MAX];
+
+	for (int t = 0; t < 300; t++, usleep(100 * 1000)) {
+		if (spin_nvme_blockdev(serial, dev, 64) ||
+		    mpath_paths(base(dev), p[0], p[1], NULL) != 2)
+			continue;
+		for (int i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), "/sys/block/%s/device/device", p[i]);
+			if (!realpath(path, pci[i]))
+				return -1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+/* What one reader of mpath_race() saw, in memory shared with the parent. */
+struct race_reads {
+	long reads, reports, errnos, bad;
+	char why[160];
+};
+
+/*
+ * Reads @path (a spin/p2p file) in a loop until @stop (the read end of a
+ * non-blocking pipe) reaches end of file or @end (spin_now()) passes. A read
+ * must give a report, whose first line is "queue 0" or "queue 1", or fail
+ * with a clean errno (the disk went: ENODEV, ENXIO, ENOENT). The reader
+ * runs at the lowest priority: dmsetup, woken on the same CPU (when a reader
+ * lets go of the lock of the holder links, say), preempts it halfway through
+ * a walk and can tear down what the walk is about to look at.
+ */
+static void race_reader(const char *path, int stop, struct race_reads *r, double end)
+{
+	char buf[4096], c;
+
+	setpriority(PRIO_PROCESS, 0, 19);
+	while (spin_now() < end && read(stop, &c, 1) < 0 && errno == EAGAIN) {
+		int fd = open(path, O_RDONLY);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		int err = errno;
+
+		if (fd >= 0)
+			close(fd);
+		r->reads++;
+		if (n > 0) {
+			buf[n] = 0;
+			if (!strncmp(buf, "queue 0\n", 8) || !strncmp(buf, "queue 1\n", 8)) {
+				r->reports++;
+				continue;
+			}
+		} else if (n < 0 && (err == ENODEV || err == ENXIO || err == ENOENT)) {
+			r->errnos++;
+			continue;
+		}
+		if (!r->bad++)
+			snprintf(r->why, sizeof(r->why), "read %zd, %s: \"%.60s\"", n,
+				 n < 0 ? strerror(err) : "no errno", n > 0 ? buf : "");
+	}
+	_exit(0);
+}
+
+/* BUG (KASAN's reports among them) and WARNING lines in the kernel log. */
+static int log_bad(void)
+{
+	return spin_log_count("BUG:") + spin_log_count("WARNING:");
+}
+
+/*
+ * Tears stacks down under the walk of /sys/block/<dm>/spin/p2p: see the
+ * comment at the top. One result.
+ */
+static void mpath_race(void)
+{
+	char near[64], far_head[64], pci[4][PATH_MAX], disk[32], p2p[PATH_MAX], path[PATH_MAX + 16];
+	char why[256] = "ok";
+	pid_t readers[RACE_READERS] = { 0 };
+	double start = spin_now();
+	int stop[2] = { -1, -1 }, ok, rounds = 0, bad0 = log_bad(), bad1;
+	long reads = 0, reports = 0, errnos = 0, bad = 0;
+	struct race_reads *r;
+
+	teardown();
+	r = mmap(NULL, RACE_READERS * sizeof(*r), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ok = r != MAP_FAILED;
+	if (ok && (race_head(SPIN_MPNEAR_SERIAL, near, pci) ||
+		   race_head(SPIN_MPFAR_SERIAL, far_head, pci + 2))) {
+		snprintf(why, sizeof(why), "no multipath heads with two paths each");
+		ok = 0;
+	}
+	ok = ok && !race_table(RACE_TABLE_HEADS, near, far_head) &&
+	     !race_table(RACE_TABLE_NONE, NULL, NULL) &&
+	     !sh("DM_DISABLE_UDEV=1 dmsetup create --noudevsync " DM_NAME " " RACE_TABLE_HEADS);
+	if (ok)
+		dm_made = 1;
+	ok = ok && !dm_disk(disk, sizeof(disk)) && !pipe2(stop, O_NONBLOCK);
+	if (!ok && !strcmp(why, "ok"))
+		snprintf(why, sizeof(why), "setup: %s", strerror(errno));
+	snprintf(p2p, sizeof(p2p), "/sys/block/%s/spin/p2p", ok ? disk : "-");
+	for (int i = 0; ok && i < RACE_READERS; i++) {
+		readers[i] = fork();
+		if (readers[i] == 0) {
+			close(stop[1]);
+			race_reader(p2p, stop[0], &r[i], start + RACE_SECS + 120);
+		}
+		ok = readers[i] > 0;
+	}
+
+	for (; ok && rounds < RACE_ROUNDS && spin_now() - start < RACE_SECS; rounds++) {
+		/* Holder links come and go while the heads are there. */
+		for (int k = 0; ok && k < RACE_FLIPS; k++)
+			ok = !dm_load(RACE_TABLE_NONE) && !dm_load(RACE_TABLE_HEADS);
+		/* Every path goes: the heads' disks go, the table holds the heads open. */
+		for (int i = 0; ok && i < 4; i++) {
+			snprintf(path, sizeof(path), "%.*s/remove", PATH_MAX - 1, pci[i]);
+			ok = !spin_write_file(path, "1");
+		}
+		if (ok && (!spin_nvme_blockdev(SPIN_MPNEAR_SERIAL, path, 64) ||
+			   !spin_nvme_blockdev(SPIN_MPFAR_SERIAL, path, 64))) {
+			snprintf(why, sizeof(why), "a head left with all its paths removed");
+			ok = 0;
+		}
+		/* The table lets go of them: each head is freed while the readers walk. */
+		ok = ok && !dm_load(RACE_TABLE_NONE);
+		if (!ok && !strcmp(why, "ok"))
+			snprintf(why, sizeof(why), "round %d: tearing down failed", rounds + 1);
+		/*
+		 * A rescan brings the heads back, after a failed step too (the
+		 * tests that follow find the rig whole), and the table takes
+		 * them again.
+		 */
+		if (spin_write_file("/sys/bus/pci/rescan", "1") && ok) {
+			snprintf(why, sizeof(why), "round %d: rescan failed", rounds + 1);
+			ok = 0;
+		}
+		if (race_head(SPIN_MPNEAR_SERIAL, near, pci) ||
+		    race_head(SPIN_MPFAR_SERIAL, far_head, pci + 2)) {
+			snprintf(why, sizeof(why), "round %d: the heads did not come back",
+				 rounds + 1);
+			ok = 0;
+		}
+		ok = ok && !race_table(RACE_TABLE_HEADS, near, far_head) &&
+		     !dm_load(RACE_TABLE_HEADS);
+		if (!ok && !strcmp(why, "ok"))
+			snprintf(why, sizeof(why), "round %d: loading the table failed",
+				 rounds + 1);
+	}
+
+	if (stop[1] >= 0)
+		close(stop[1]);
+	for (int i = 0; i < RACE_READERS; i++) {
+		int status;
+
+		if (readers[i] <= 0)
+			continue;
+		if (waitpid(readers[i], &status, 0) != readers[i] || !WIFEXITED(status) ||
+		    WEXITSTATUS(status))
+			r[i].bad++;
+		reads += r[i].reads;
+		reports += r[i].reports;
+		errnos += r[i].errnos;
+		if (r[i].bad && !bad)
+			snprintf(why, sizeof(why), "reader %d: %s", i, r[i].why[0] ? r[i].why :
+				 "did not exit cleanly");
+		bad += r[i].bad;
+	}
+	if (stop[0] >= 0)
+		close(stop[0]);
+	bad1 = log_bad();
+	if (ok && bad1 > bad0) {
+		snprintf(why, sizeof(why), "the kernel log has %d new BUG or WARNING lines",
+			 bad1 - bad0);
+		ok = 0;
+	}
+	if (ok && rounds < 1) {
+		snprintf(why, sizeof(why), "no round ran");
+		ok = 0;
+	}
+	ksft_print_msg("%s: %ld reads: %ld reports, %ld clean errors, %ld bad\n", p2p, reads,
+		       reports, errnos, bad);
+	ksft_test_result(ok && !bad && reads > 0,
+			 "multipath: heads freed under a dm table being read, %d rounds (%s)\n",
+			 rounds, why);
+	if (r != MAP_FAILED)
+		munmap(r, RACE_READERS * sizeof(*r));
+	teardown();
+}
+
 int main(void)
 {
 	static const struct stack stacks[] = {
@@ -832,7 +1078,7 @@ int main(void)
 	main_pid = getpid();
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(stacks) * STACK_RESULTS + 3 + ARRAY_SIZE(mpaths) * STACK_RESULTS +
-		      2);
+		      3);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
 	if (spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
@@ -876,6 +1122,8 @@ int main(void)
 	for (size_t i = 0; i < ARRAY_SIZE(mpaths); i++)
 		run_stack(-1, &mpaths[i]);
 	mpath_change(SPIN_MPFAR_SERIAL);
+	/* Removes every path of both heads: last. */
+	mpath_race();
 	munmap(gmem, GPU_LEN);
 	close(buf);
 	close(heap);
