@@ -15,6 +15,8 @@
  *  - four concurrent streams on four files: the bound holds for their sum;
  *  - a stream whose pages RWF_NOWAIT and io_uring reads also copy from the
  *    cache: those copies leave the pages to the partition, which evicts them;
+ *  - folios a pipe holds (spliced, not mapped) are found busy by the
+ *    partition's eviction and kept, then evicted once the pipe lets them go;
  *  - an RWF_DONTCACHE read into host memory drops the folio it ends in, as
  *    without spin;
  *  - a page the CPU reads (pread into host memory) and a page a fault of a
@@ -414,7 +416,7 @@ static void one_stream(struct fs *fs)
  */
 static void test_cached_readers(struct fs *fs)
 {
-	size_t pages = 10 * LIMIT, len = pages * PG;
+	size_t pages = 10 * LIMIT;
 	static unsigned char vec[10 * LIMIT];
 	long long copies = 0, part = -1, again = 0;
 	char path[PATH_MAX], why[256] = "ok";
@@ -489,6 +491,96 @@ static void test_cached_readers(struct fs *fs)
 			 "%s: a stream whose pages RWF_NOWAIT and io_uring also copy from the cache stays in the partition: %lld copies (%lld EAGAIN), %ld resident, %lld in the partition (%s)\n",
 			 fs->name, copies, again, res, part, why);
 	close(fd);
+	unlink(path);
+}
+
+/* ---- folios someone else holds ------------------------------------------ */
+
+/*
+ * The first 16 pages a GPU stream read ahead are spliced into a pipe, which
+ * holds references on their folios without mapping them; the stream then
+ * goes on over the file, so that the partition evicts those folios first.
+ * It must find them busy and keep them held (counted, tried again), not drop
+ * them from the page cache under the pipe, as it must not drop a folio
+ * pinned for DMA. Once the pipe has been read and closed, they go.
+ */
+static void test_spliced(struct fs *fs)
+{
+	size_t pages = 10 * LIMIT, first = 64, spliced = 16;
+	char path[PATH_MAX], why[256] = "ok";
+	long long held = -1, part = -1;
+	static unsigned char vec[10 * LIMIT];
+	long in_pipe = -1, res = -1;
+	loff_t off = 0;
+	int fd, p[2] = { -1, -1 }, ok = 1;
+
+	fd = make_named(fs, "spliced", pages, fs->seed + 7, path);
+	if (fd < 0 || pipe(p) || fcntl(p[1], F_SETPIPE_SZ, (int)MiB) < 0) {
+		ksft_test_result_fail("%s: spliced folios: setup: %s\n", fs->name,
+				      strerror(errno));
+		goto out;
+	}
+	if (stream(fd, 0, first * PG, PG) != (long long)(first * PG) ||
+	    splice(fd, &off, p[1], NULL, spliced * PG, 0) != (ssize_t)(spliced * PG)) {
+		snprintf(why, sizeof(why), "stream or splice: %s", strerror(errno));
+		ok = 0;
+	}
+	for (size_t pg = first; ok && pg < pages; pg++) {
+		if (pread(fd, gmem + pg * PG % (16 * MiB), PG, pg * PG) != (ssize_t)PG) {
+			snprintf(why, sizeof(why), "stream read of page %zu: %s", pg,
+				 strerror(errno));
+			ok = 0;
+		}
+	}
+	if (ok) {
+		held = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
+		if (resident(fd, pages, vec) < 0) {
+			snprintf(why, sizeof(why), "mincore: %s", strerror(errno));
+			ok = 0;
+		}
+		in_pipe = 0;
+		for (size_t i = 0; i < spliced; i++)
+			in_pipe += vec[i] & 1;
+	}
+	if (ok && (in_pipe != (long)spliced || held <= 0)) {
+		snprintf(why, sizeof(why),
+			 "%ld of the %zu spliced pages still cached, %lld pages held busy",
+			 in_pipe, spliced, held);
+		ok = 0;
+	}
+	if (ok && (read(p[0], host, spliced * PG) != (ssize_t)(spliced * PG) ||
+		   spin_pattern_check(host, 0, spliced * PG, fs->seed + 7) >= 0)) {
+		snprintf(why, sizeof(why), "the pipe's bytes are wrong");
+		ok = 0;
+	}
+	close(p[0]);
+	close(p[1]);
+	p[0] = p[1] = -1;
+	/* Released, the held folios go when the retrier or the evictor tries them again. */
+	for (int i = 0; ok && i < 300; i++) {
+		held = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
+		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_pages");
+		res = resident(fd, pages, vec);
+		if (held == 0 && part >= 0 && res >= 0 && res <= part)
+			break;
+		usleep(10000);
+	}
+	if (ok && (held != 0 || res < 0 || res > part)) {
+		snprintf(why, sizeof(why),
+			 "after the pipe closed: %lld held, %ld resident, %lld in the partition",
+			 held, res, part);
+		ok = 0;
+	}
+	ksft_test_result(ok,
+			 "%s: folios a pipe holds are kept busy by the partition's eviction, then evicted once released (%s)\n",
+			 fs->name, why);
+out:
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	if (fd >= 0)
+		close(fd);
 	unlink(path);
 }
 
@@ -1158,7 +1250,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 20 + 6);
+	ksft_set_plan(ARRAY_SIZE(all) * 21 + 6);
 	if (sysconf(_SC_PAGESIZE) != (long)PG)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
@@ -1181,6 +1273,7 @@ int main(void)
 		one_stream(fs);
 		four_streams(fs);
 		test_cached_readers(fs);
+		test_spliced(fs);
 		test_dontcache(fs);
 		test_promotion(fs);
 		test_advice(fs);
