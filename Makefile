@@ -268,6 +268,5 @@ export:
 clean:
 	rm -rf $(BUILD)/vm $(BUILD)/initramfs $(BUILD)/series $(BUILD)/bench-core $(BUILD)/bench-router
 
-dist## clean / distclean: remove run outputs / the whole build/
-clean:
+distclean:
 	rm -rf $(BUILD)
