@@ -120,7 +120,8 @@ static int run_traced(char *const argv[], char *out, size_t outlen, int *dmabuf)
 			    ptrace(PTRACE_GET_SYSCALL_INFO, pid, (void *)sizeof(info), &info) > 0 &&
 			    info.op == PTRACE_SYSCALL_INFO_ENTRY && info.entry.nr == SYS_close &&
 			    is_dmabuf(pid, info.entry.args[0]))
-				*dmabuf = syscall(SYS_pidfd_getfd, pidfd, (int)info.entry.args[0], 0);
+				*dmabuf = syscall(SYS_pidfd_getfd, pidfd,
+						  (int)info.entry.args[0], 0);
 		} else {
 			sig = WSTOPSIG(status); /* a signal for the program: deliver it */
 		}
@@ -187,7 +188,8 @@ int main(void)
 
 	crc = strstr(out, "crc32 ");
 	ksft_test_result(crc && strtoul(crc + 6, NULL, 16) == spin_crc32(0, want, LEN),
-			 "its CRC-32 of GPU memory is the file's (%08x)\n", spin_crc32(0, want, LEN));
+			 "its CRC-32 of GPU memory is the file's (%08x)\n",
+			 spin_crc32(0, want, LEN));
 
 	map = dmabuf < 0 ? MAP_FAILED : mmap(NULL, LEN, PROT_READ, MAP_SHARED, dmabuf, 0);
 	if (map == MAP_FAILED) {

@@ -481,8 +481,8 @@ static void test_cached_readers(struct fs *fs)
 		ok = 0;
 	}
 	if (ok && (part < 0 || part > LIMIT * 11 / 16 || res < 0 || res > part)) {
-		snprintf(why, sizeof(why), "%ld of the file's pages resident, %lld in the partition",
-			 res, part);
+		snprintf(why, sizeof(why),
+			 "%ld of the file's pages resident, %lld in the partition", res, part);
 		ok = 0;
 		if (res > 0)
 			print_runs(fs, vec, pages);
@@ -555,7 +555,8 @@ static void test_spliced(struct fs *fs)
 	}
 	close(p[0]);
 	close(p[1]);
-	p[0] = p[1] = -1;
+	p[0] = -1;
+	p[1] = -1;
 	/* Released, the held folios go when the retrier or the evictor tries them again. */
 	for (int i = 0; ok && i < 300; i++) {
 		held = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");

@@ -486,7 +486,7 @@ struct racer {
 	int fd;
 	size_t goff;		/* GPU source */
 	int id, err;
-	volatile int *done;	/* writers still running, for the reader */
+	int *done;		/* writers still running, for the reader (atomic) */
 	long reads, mixed;	/* the reader's */
 	uint64_t s0, s1;
 };
@@ -542,7 +542,7 @@ static void test_races(struct fs *fs)
 	pthread_t t[3];
 	uint8_t first[64];
 	struct counts c0, c1;
-	volatile int running = 2;
+	int running = 2;
 	int fd, afd, ok = 1, seen[2 * RECS] = {};
 	off_t size;
 
@@ -601,7 +601,8 @@ static void test_races(struct fs *fs)
 			ok = 0;
 		}
 	}
-	ksft_test_result(ok, "%s: two threads appending %d x %lu KiB from GPU memory lose nothing (%s)\n",
+	ksft_test_result(ok,
+			 "%s: two threads appending %d x %lu KiB from GPU memory lose nothing (%s)\n",
 			 fs->name, RECS, REC / KiB, why);
 overwriters:
 	if (w[1].fd > 0)

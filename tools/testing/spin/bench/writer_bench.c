@@ -291,7 +291,7 @@ static double parallel(int nw, int direct, size_t size, const char *path)
 	for (int i = 0; i < nw; i++) {
 		pthread_join(t[i], NULL);
 		if (w[i].err)
-			die("parallel writer %d: %s", i, strerror(w[i].err));
+			die("writer %d of %d: %s", i, nw, strerror(w[i].err));
 		done += w[i].done;
 	}
 	if (fsync(fd))
@@ -318,7 +318,7 @@ static double unaligned(int mode, const char *path, long long *p2p)
 		off_t off = done + 1000;
 
 		if (pwrite(fd, gmem + off % GPU_LEN, MiB, off) != (ssize_t)MiB)
-			die("unaligned pwrite at %lld: %s", (long long)off, strerror(errno));
+			die("pwrite of 1 MiB at %lld: %s", (long long)off, strerror(errno));
 		done += MiB;
 	} while (done < FILE_LEN - MiB && (bench_now() - t0) * 1000 < opt.tmax_ms);
 	if (fsync(fd))
@@ -464,7 +464,8 @@ int main(void)
 		printf("| %.1f | %.1f | %.1f | %.2f | %.2f |\n", a, p, d, a / p, a / d);
 		printf("wb-checkpoint auto=%.2f pagecache=%.2f odirect_host=%.2f\n", a, p, d);
 	}
-	printf("\n## The exclusion: writers of disjoint halves of one file, write + fsync, MB/s\n\n");
+	printf("%s",
+	       "\n## The exclusion: writers of disjoint halves of one file, write + fsync, MB/s\n\n");
 	printf("| size | writers | routed (auto) | O_DIRECT | routed / O_DIRECT |\n");
 	printf("|---|---|---|---|---|\n");
 	for (int s = 0; s < 2; s++)
@@ -475,19 +476,23 @@ int main(void)
 
 			human(par_sizes[s], sz, sizeof(sz));
 			printf("| %s | %d | %.1f | %.1f | %.2f |\n", sz, nw, a, d, a / d);
-			printf("wb-exclusion size=%zu writers=%d routed=%.2f odirect=%.2f ratio=%.3f\n",
-			       par_sizes[s], nw, a, d, a / d);
+			printf("wb-exclusion size=%zu writers=%d routed=%.2f odirect=%.2f",
+			       par_sizes[s], nw, a, d);
+			printf(" ratio=%.3f\n", a / d);
 		}
 	{
-		double a = bench_median(un[M_AUTO], opt.rounds), p = bench_median(un[M_PC], opt.rounds);
+		double a = bench_median(un[M_AUTO], opt.rounds);
+		double p = bench_median(un[M_PC], opt.rounds);
 
-		printf("\n## Unaligned: 1 MiB writes 1000 bytes past each MiB, write + fsync, MB/s\n\n");
+		printf("%s",
+		       "\n## Unaligned: 1 MiB writes 1000 bytes past each MiB, write + fsync, MB/s\n\n");
 		printf("| auto | pagecache | auto / pagecache | P2P bytes (auto) |\n");
 		printf("|---|---|---|---|\n");
 		printf("| %.1f | %.1f | %.2f | %lld |\n", a, p, a / p, un_p2p[M_AUTO]);
-		printf("wb-unaligned auto=%.2f pagecache=%.2f p2p_auto=%lld\n", a, p, un_p2p[M_AUTO]);
+		printf("wb-unaligned auto=%.2f pagecache=%.2f p2p_auto=%lld\n", a, p,
+		       un_p2p[M_AUTO]);
 		if (un_p2p[M_AUTO] || un_p2p[M_PC])
-			bench_fail("unaligned writes went by P2P (%lld bytes): a write must go whole",
+			bench_fail("%lld bytes of unaligned writes went by P2P: a write goes whole",
 				   un_p2p[M_AUTO] + un_p2p[M_PC]);
 	}
 	printf("\n# The stand-in GPU's BAR is host RAM: the page-cache path copies at memcpy "
