@@ -441,9 +441,8 @@ impl Request<'_> {
         }
         // SAFETY: `iocb` is valid (type invariant); the user range is checked by the filesystem
         // (it is an ordinary user pointer, as in read(2)).
-        let ret = unsafe {
-            bindings::spin_sub_read(self.iocb.as_ptr(), pos, addr as c_ulong, len, gpu)
-        };
+        let ret =
+            unsafe { bindings::spin_sub_read(self.iocb.as_ptr(), pos, addr as c_ulong, len, gpu) };
         if ret < 0 {
             return Err(Error::from_errno(ret as c_int));
         }
