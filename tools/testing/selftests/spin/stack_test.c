@@ -28,6 +28,19 @@
  * Then a RAID-1 leg is failed with mdadm --fail while a reader keeps reading
  * the file into GPU memory: every read returns the right bytes.
  *
+ * A dm table is swapped under reads into GPU memory that wait for it. ext4
+ * on a dm-linear table over spin-nvme0 (P2P) holds a file; the device is
+ * suspended (the filesystem frozen), its sectors are copied to spin-vblk,
+ * and two children read into GPU memory: an O_DIRECT read of the dm device
+ * and a routed read of the file. Both build their bios with GPU pages while
+ * the table accepts them, and dm defers the bios. Then a table over the same
+ * sectors of spin-vblk (a queue without P2P) is loaded and the device
+ * resumed: dm must end the deferred bios with an I/O error instead of
+ * passing GPU pages to virtio-blk. The O_DIRECT read fails with EIO, the
+ * routed read is redone through the page cache (fallback_io_error) and
+ * returns the right bytes, the device's queue no longer accepts P2P pages
+ * and the kernel log gains no BUG or WARNING.
+ *
  * NVMe multipath heads are stacks too: the rig has two subsystems of two
  * controllers sharing a namespace. spin-mpnear has both controllers behind
  * the GPU's switch: P2P, and with the round-robin I/O policy both paths must
@@ -53,6 +66,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +108,11 @@
 #define RACE_FLIPS 5		/* table flips per round, heads there */
 #define RACE_READERS 2
 #define RACE_SECS 150		/* no round starts after this long */
+/* The table swap under deferred reads (table_swap()): tables and sizes. */
+#define SWAP_TABLE_NVME "/tmp/spin-dm-swap-nvme"
+#define SWAP_TABLE_VBLK "/tmp/spin-dm-swap-vblk"
+#define SWAP_DISK (32 * MiB)	/* the dm device: ext4 */
+#define SWAP_LEN MiB		/* what each reader reads into GPU memory */
 #define MD_DEV "/dev/md0"
 /* 64 hex digits: the dm-crypt key (aes-xts-plain64 takes two 128-bit keys). */
 #define KEY "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
@@ -1054,6 +1073,194 @@ static void mpath_race(void)
 	teardown();
 }
 
+/* Writes a one-target table, SWAP_DISK of @dev from its start, to @file. */
+static int swap_table(const char *file, const char *dev)
+{
+	FILE *f = fopen(file, "w");
+
+	if (!f)
+		return -1;
+	fprintf(f, "0 %lu linear %s 0\n", SWAP_DISK / 512, dev);
+	return fclose(f) ? -1 : 0;
+}
+
+/* The scheduler state of process @pid ('R', 'S', 'D', ...); 0 if unknown. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (spin_read_file(path, buf, sizeof(buf)))
+		return 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * A reader of table_swap(), in a child: reads SWAP_LEN bytes at offset 0
+ * of @path, opened with @flags, into @dst. Exits 0 if it read them all,
+ * with the errno if the read failed, 255 otherwise.
+ */
+static void swap_reader(const char *path, int flags, uint8_t *dst)
+{
+	int fd = open(path, O_RDONLY | flags);
+	ssize_t n = fd < 0 ? -1 : pread(fd, dst, SWAP_LEN, 0);
+
+	_exit(n == (ssize_t)SWAP_LEN ? 0 : n < 0 && errno > 0 && errno < 255 ? errno : 255);
+}
+
+/*
+ * Waits for child @pid, up to 60 s before it is killed; returns its exit
+ * status, -1 if it did not exit by itself.
+ */
+static int swap_reap(pid_t pid)
+{
+	int status = 0;
+	pid_t r = 0;
+
+	for (int t = 0; t < 600 && !(r = waitpid(pid, &status, WNOHANG)); t++)
+		usleep(100 * 1000);
+	if (r == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		return -1;
+	}
+	return r == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The first line of /sys/block/<disk>/spin/p2p ("queue 0" or "queue 1") in @out. */
+static void queue_line(const char *disk, char *out, size_t len)
+{
+	char path[PATH_MAX], buf[4096];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", disk);
+	if (spin_read_file(path, buf, sizeof(buf))) {
+		snprintf(out, len, "-");
+		return;
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	snprintf(out, len, "%s", buf);
+}
+
+/*
+ * Swaps a dm table that accepts P2P pages for one that does not under
+ * reads deferred while the device is suspended: see the comment at the
+ * top. One result.
+ */
+static void table_swap(void)
+{
+	char disk[32] = "-", dev[64], vblk[64], stat[PATH_MAX], why[256] = "ok";
+	char q0[32] = "-", q1[32] = "-";
+	pid_t kid[2] = { -1, -1 };	/* the O_DIRECT read, the routed read */
+	int st[2] = { -1, -1 }, ok, suspended = 0, blocked = 0, fd = -1, bad0 = log_bad(), bad1;
+	struct counters a = { 0 }, b = { 0 };
+
+	teardown();
+	ok = !spin_virtio_blockdev(SPIN_VBLK_SERIAL, vblk, sizeof(vblk)) &&
+	     sectors(vblk) >= (long long)(SWAP_DISK / 512) &&
+	     !swap_table(SWAP_TABLE_NVME, dev0) && !swap_table(SWAP_TABLE_VBLK, vblk) &&
+	     !sh("DM_DISABLE_UDEV=1 dmsetup create --noudevsync " DM_NAME " " SWAP_TABLE_NVME);
+	if (ok)
+		dm_made = 1;
+	ok = ok && !dm_disk(disk, sizeof(disk));
+	snprintf(dev, sizeof(dev), "/dev/%s", disk);
+	snprintf(stat, sizeof(stat), "/sys/block/%s/spin/stat", disk);
+	snprintf(stack_disk, sizeof(stack_disk), "%s", disk);
+	ok = ok && !sh("%s -b 4096 %s >/dev/null 2>&1", fss[0].mkfs, dev) &&
+	     !mount(dev, MNT, "ext4", MS_NOATIME, EXT4_OPTS);
+	if (ok)
+		mounted = 1;
+	fd = ok ? open(MNT "/f", O_RDWR | O_CREAT | O_TRUNC, 0644) : -1;
+	spin_pattern_fill(host, 0, SWAP_LEN, 10);
+	ok = fd >= 0 && !spin_write_uncached(fd, host, SWAP_LEN, 0) && !spin_uncache(fd);
+	if (!ok)
+		snprintf(why, sizeof(why), "setup: %s", strerror(errno));
+	queue_line(disk, q0, sizeof(q0));
+	if (ok && strcmp(q0, "queue 1")) {
+		snprintf(why, sizeof(why), "the table over spin-nvme0: \"%s\", want \"queue 1\"",
+			 q0);
+		ok = 0;
+	}
+	/* The whole read is one P2P leg. */
+	memset(gmem, 0, SWAP_LEN);
+	ok = ok && !spin_write_file(SPIN_SYS "/mode", "p2p");
+	counters(stat, &a);
+
+	/* New bios wait in dm; the filesystem is frozen, so its sectors hold still. */
+	suspended = ok && !sh("DM_DISABLE_UDEV=1 dmsetup suspend --noudevsync " DM_NAME);
+	ok = suspended &&
+	     !sh("dd if=%s of=%s bs=1M count=%lu iflag=direct oflag=direct conv=fsync 2>/dev/null",
+		 dev0, vblk, SWAP_DISK / MiB);
+	if (!ok && !strcmp(why, "ok"))
+		snprintf(why, sizeof(why), "suspending %s or copying it to spin-vblk", dev);
+	for (int i = 0; ok && i < 2; i++) {
+		kid[i] = fork();
+		if (kid[i] == 0 && i == 0)
+			swap_reader(dev, O_DIRECT, gmem + BACK);
+		else if (kid[i] == 0)
+			swap_reader(MNT "/f", 0, gmem);
+		ok = kid[i] > 0;
+	}
+	/* Both blocked on the suspended device: five looks in a row, 100 ms apart. */
+	for (int t = 0, run = 0; ok && !blocked && t < 200; t++) {
+		usleep(100 * 1000);
+		run = proc_state(kid[0]) == 'D' && proc_state(kid[1]) == 'D' ? run + 1 : 0;
+		blocked = run >= 5;
+	}
+	if (ok && !blocked) {
+		snprintf(why, sizeof(why), "the readers did not block on the suspended device");
+		ok = 0;
+	}
+	/* The table over spin-vblk; resumed after a failed step too. */
+	if (ok && dm_load(SWAP_TABLE_VBLK)) {
+		snprintf(why, sizeof(why), "loading the table over spin-vblk and resuming");
+		ok = 0;
+	}
+	if (suspended && !ok)
+		sh("DM_DISABLE_UDEV=1 dmsetup resume --noudevsync " DM_NAME);
+	for (int i = 0; i < 2; i++)
+		st[i] = kid[i] > 0 ? swap_reap(kid[i]) : -1;
+	counters(stat, &b);
+	queue_line(disk, q1, sizeof(q1));
+	spin_write_file(SPIN_SYS "/mode", "auto");
+
+	if (ok && st[0] != EIO) {
+		snprintf(why, sizeof(why), "the O_DIRECT read: %s, want EIO%s",
+			 st[0] == 0 ? "all bytes" : st[0] > 0 ? strerror(st[0]) : "no exit",
+			 st[0] == 0 ? " (its GPU pages reached spin-vblk)" : "");
+		ok = 0;
+	}
+	if (ok && st[1] != 0) {
+		snprintf(why, sizeof(why), "the routed read: %s",
+			 st[1] > 0 && st[1] < 255 ? strerror(st[1]) : "short or no exit");
+		ok = 0;
+	}
+	if (ok && spin_gpu_check(gpu, gmem, SWAP_LEN, 10, 0, why, sizeof(why)))
+		ok = 0;
+	if (ok && b.ioerr - a.ioerr < 1) {
+		snprintf(why, sizeof(why), "fallback_io_error +%lld: the P2P leg was not refused",
+			 b.ioerr - a.ioerr);
+		ok = 0;
+	}
+	if (ok && strcmp(q1, "queue 0")) {
+		snprintf(why, sizeof(why), "the table over spin-vblk: \"%s\", want \"queue 0\"",
+			 q1);
+		ok = 0;
+	}
+	bad1 = log_bad();
+	if (ok && bad1 > bad0) {
+		snprintf(why, sizeof(why), "the kernel log has %d new BUG or WARNING lines",
+			 bad1 - bad0);
+		ok = 0;
+	}
+	ksft_test_result(ok,
+			 "dm table swapped from spin-nvme0 to spin-vblk under deferred reads: O_DIRECT EIO, routed read redone (fallback_io_error +%lld; %s)\n",
+			 b.ioerr - a.ioerr, why);
+	if (fd >= 0)
+		close(fd);
+	teardown();
+}
+
 int main(void)
 {
 	static const struct stack stacks[] = {
@@ -1077,7 +1284,7 @@ int main(void)
 
 	main_pid = getpid();
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(stacks) * STACK_RESULTS + 3 + ARRAY_SIZE(mpaths) * STACK_RESULTS +
+	ksft_set_plan(ARRAY_SIZE(stacks) * STACK_RESULTS + 4 + ARRAY_SIZE(mpaths) * STACK_RESULTS +
 		      3);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		ksft_exit_fail_msg("stand-in GPU not found\n");
@@ -1104,6 +1311,7 @@ int main(void)
 	for (size_t i = 0; i < ARRAY_SIZE(stacks); i++)
 		run_stack(i, &stacks[i]);
 	raid1_fail();
+	table_swap();
 	{
 		long long n = -1;
 
