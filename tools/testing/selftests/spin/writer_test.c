@@ -218,8 +218,9 @@ static void test_shapes(struct fs *fs)
 	};
 	uint64_t seed = fs->seed, want_p2p = 0, want_pc = 0, total = 0;
 	struct counts c0, c1;
-	char path[PATH_MAX], why[256] = "ok", line[512];
+	char path[PATH_MAX], why[256] = "ok", line[512], ino[32];
 	int fd, ok = 1, traced = 0, direct = 0, split = 0, want_direct = 0;
+	struct stat st;
 	FILE *tr;
 
 	fd = open_new(fs, "shapes", 0, path);
@@ -259,9 +260,12 @@ static void test_shapes(struct fs *fs)
 	}
 	counts(fs, &c1);
 	spin_write_file(EVENT, "0");
+	/* This file's events only: the trace may hold those of other files. */
+	snprintf(ino, sizeof(ino), " ino=%llu ", fstat(fd, &st) ? 0ULL :
+		 (unsigned long long)st.st_ino);
 	tr = fopen(TRACE, "r");
 	while (tr && fgets(line, sizeof(line), tr)) {
-		if (!strstr(line, "spin_route_write:"))
+		if (!strstr(line, "spin_route_write:") || !strstr(line, ino))
 			continue;
 		traced++;
 		direct += !!strstr(line, "reason=none");
