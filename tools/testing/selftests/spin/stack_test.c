@@ -636,8 +636,8 @@ static void exercise(const struct stack *s, const char *fs, const char *disk)
 	if (ok && (spin_uncache(fd) || pread(fd, gmem + BACK, WR_LEN, WR_POS) != (ssize_t)WR_LEN ||
 		   spin_gpu_check(gpu, gmem + BACK, WR_LEN, 8, WR_POS, why, sizeof(why))))
 		ok = 0;
-	ksft_test_result(ok, "%s, %s: write from GPU memory, unaligned (%s; %s)\n", s->name,
-			 fs, s->expect == P2P ? "P2P body" : "fallback", why);
+	ksft_test_result(ok, "%s, %s: write from GPU memory, aligned (%s; %s)\n", s->name,
+			 fs, s->expect == P2P ? "P2P, one direct write" : "fallback", why);
 	if (fd >= 0)
 		close(fd);
 }
