@@ -121,6 +121,7 @@ ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
 		      size_t len, bool gpu);
 ssize_t spin_sub_write(struct kiocb *orig, loff_t pos, unsigned long addr,
 		       size_t len, bool direct, loff_t *end);
+ssize_t spin_write_sync(struct kiocb *orig, loff_t end, size_t written);
 loff_t spin_file_size(struct file *file);
 
 struct spin_aio_batch;

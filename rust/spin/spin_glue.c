@@ -300,6 +300,9 @@ spin_routable(const struct kiocb *iocb, const struct iov_iter *iter)
 		return SPIN_ROUTE_NO;
 	if (!spin_iter_maybe_gpu(iter))
 		return SPIN_ROUTE_NO;
+	/* A buffered RWF_ATOMIC write gets the filesystem's -EOPNOTSUPP. */
+	if (write && (iocb->ki_flags & IOCB_ATOMIC))
+		return SPIN_ROUTE_NO;
 	if (iocb->ki_flags & IOCB_NOWAIT)
 		return write ? SPIN_ROUTE_LATER : SPIN_ROUTE_CACHED;
 	if (iocb->ki_flags & IOCB_WAITQ)
@@ -580,7 +583,10 @@ ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
  * held. A direct leg writes back and invalidates the page cache over its
  * range before and after the device reads the source, as every direct write,
  * and carries IOCB_DIO_EXCL: the filesystem holds its I/O lock exclusively
- * until the write has completed, as for the buffered write it replaces.
+ * until the write has completed, as for the buffered write it replaces, and
+ * never falls back to the page cache itself (-ENOTBLK). A direct leg is not
+ * synced here (IOCB_DSYNC and IOCB_SYNC are cleared): spin_write_sync() syncs
+ * what it wrote, so that a failed sync is not mistaken for a failed write.
  *
  * Return: bytes written or a negative errno, as ->write_iter().
  */
@@ -596,13 +602,37 @@ ssize_t spin_sub_write(struct kiocb *orig, loff_t pos, unsigned long addr,
 	kiocb.ki_pos = pos;
 	kiocb.ki_flags &= ~IOCB_WAITQ;
 	if (direct)
-		kiocb.ki_flags |= IOCB_DIRECT | IOCB_DIO_EXCL;
+		kiocb.ki_flags = (kiocb.ki_flags & ~(IOCB_DSYNC | IOCB_SYNC)) |
+				 IOCB_DIRECT | IOCB_DIO_EXCL;
 	else
 		kiocb.ki_flags &= ~(IOCB_DIRECT | IOCB_DIO_EXCL);
 	iov_iter_ubuf(&iter, ITER_SOURCE, (void __user *)addr, len);
 	ret = file->f_op->write_iter(&kiocb, &iter);
 	*end = kiocb.ki_pos;
 	return ret;
+}
+
+/**
+ * spin_write_sync - make a direct leg of a routed write durable
+ * @orig: the request being routed (its file and its O_SYNC, O_DSYNC,
+ *        RWF_SYNC, RWF_DSYNC flags are used)
+ * @end: the file offset after the leg
+ * @written: the bytes the leg wrote
+ *
+ * What generic_write_sync() does at the end of a buffered write, for the
+ * bytes a direct leg wrote without IOCB_DSYNC and IOCB_SYNC (spin_sub_write()):
+ * nothing unless the request or the inode asks for it.
+ *
+ * Return: @written, or a negative errno if the sync failed (the bytes are
+ * written; the write reports the error, as a buffered write would).
+ */
+ssize_t spin_write_sync(struct kiocb *orig, loff_t end, size_t written)
+{
+	struct kiocb kiocb;
+
+	kiocb_clone(&kiocb, orig, orig->ki_filp);
+	kiocb.ki_pos = end;
+	return generic_write_sync(&kiocb, written);
 }
 
 /**

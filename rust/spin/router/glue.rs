@@ -372,6 +372,18 @@ impl Request<'_> {
         Ok((ret as usize, end))
     }
 
+    /// Makes the `written` bytes a direct write put before `end` durable if the request or the
+    /// inode asks for it (`O_SYNC`, `O_DSYNC`, `RWF_SYNC`, `RWF_DSYNC`), as a buffered write does
+    /// on its way out; a direct write of [`Request::sub_write`] is not synced itself.
+    pub(crate) fn write_sync(&self, end: i64, written: usize) -> Result {
+        // SAFETY: `iocb` is valid and the request a write (type invariants).
+        let ret = unsafe { bindings::spin_write_sync(self.iocb.as_ptr(), end, written) };
+        if ret < 0 {
+            return Err(Error::from_errno(ret as c_int));
+        }
+        Ok(())
+    }
+
     fn file(&self) -> *mut bindings::file {
         // SAFETY: `iocb` is valid (type invariant).
         unsafe { (*self.iocb.as_ptr()).ki_filp }

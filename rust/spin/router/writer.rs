@@ -30,11 +30,14 @@
 //! `s_maxbytes`), updates size and timestamps, honours `IOCB_DSYNC`/`IOCB_SYNC` and allocates
 //! blocks (holes, unwritten extents, delayed allocation).
 //!
-//! A direct write that fails for a reason the page cache may not share (an I/O error, a P2P
-//! mapping refused, no space for the direct allocation, an end of file that moved to an
-//! unaligned place, ...) is counted and redone through the page cache, which then reports what
-//! it can write; errors that are the request's own (`EFBIG`, `EPERM`, `EROFS`, `ETXTBSY`, a
-//! signal) are returned as they are. See Documentation/spin/writer.rst.
+//! A direct write refused before anything of it is visible, for a reason the page cache does not
+//! share (an end of file that moved to an unaligned place, a range the filesystem cannot write
+//! directly, a P2P mapping refused, no space for the direct allocation), is counted and redone
+//! through the page cache, which then reports what it can write; every other error is the
+//! request's own and returned as it is. The direct write is synced afterwards if the request
+//! asks for it (`O_SYNC`, `O_DSYNC`, `RWF_SYNC`, `RWF_DSYNC`), so that a failed sync is never
+//! taken for a failed write. `RWF_ATOMIC` writes are not routed. See
+//! Documentation/spin/writer.rst.
 
 use super::glue::{self, Fallback, FileInfo, Request};
 use super::state::{self, Account, Mode};
@@ -68,23 +71,35 @@ impl Ctx<'_, '_> {
         Ok((n, end))
     }
 
-    /// Writes the request directly; one that fails for a reason the page cache may not share is
-    /// counted and redone through the page cache (nothing of a failed write was reported).
+    /// Writes the request directly, then syncs what it wrote if the request asks for it. A
+    /// direct write refused before it could write anything the page cache would take ([`redo`])
+    /// is counted and redone through the page cache. A failed sync is returned as it is: the
+    /// bytes are written, and redoing an append would write them twice.
     fn direct(&mut self, pos: i64, addr: usize, len: usize) -> Result<(usize, i64)> {
         match self.leg(pos, addr, len, true) {
             Err(e) if redo(e) => {
                 self.account.write_io_error();
                 self.leg(pos, addr, len, false)
             }
+            Ok((n, end)) if n > 0 => {
+                self.req.write_sync(end, n)?;
+                Ok((n, end))
+            }
             r => r,
         }
     }
 }
 
-/// Whether a direct write that failed with `e` is redone through the page cache: not when the
-/// error belongs to the request itself, which the page cache would return as well.
+/// Whether a direct write that failed with `e` is redone through the page cache: only for the
+/// reasons that stop a direct write before anything of it is visible, which a buffered write
+/// does not share. `EINVAL`: the end of the file moved to a place not aligned for direct I/O,
+/// or a limit cut the write to an unaligned length; `ENOTBLK`: the filesystem cannot write
+/// this range directly with `IOCB_DIO_EXCL` (a shared extent, a page it could not invalidate,
+/// an inode without direct I/O); `EREMOTEIO`: the P2P mapping was refused; `ENOSPC`,
+/// `EDQUOT`: the direct allocation failed (the file's size has not moved). Any other error,
+/// an I/O error among them, is the request's own.
 fn redo(e: Error) -> bool {
-    ![EINTR, ERESTARTSYS, EFBIG, EPERM, EROFS, ETXTBSY, EBADF].contains(&e)
+    [EINVAL, ENOTBLK, EREMOTEIO, ENOSPC, EDQUOT].contains(&e)
 }
 
 /// Routes the write of `len` bytes from GPU memory at `addr` of provider `pdev` to file offset
