@@ -6,7 +6,7 @@ The tree describes the design, its trade-offs and their numbers; the story of ho
 belongs to git. This scans every file that `git ls-files` lists (text files only; in patch files
 the mail header lines From, Date and Subject are left out, the bodies are scanned) for:
 
-  round     numbered work rounds and sprints
+  round     numbered work r[o]unds and s[p]rints
   issue     issue and review references by number
   decider   who decided something, instead of what was decided and why
   ci        particular runs of continuous integration, red or green
@@ -17,7 +17,7 @@ the mail header lines From, Date and Subject are left out, the bodies are scanne
 and prints FILE:LINE: [KIND] MATCH for every hit. Exit status 1 if there is one, else 0.
 The patterns are written to leave technical text alone: C preprocessor lines, Rust attributes,
 hex colours, a benchmark's rounds, "the owner of" a page or a lock, a confidence interval (CI).
-This file itself is not scanned: its patterns would match themselves.
+This file is scanned too: its patterns are written so that they do not match themselves.
 
   process_words.py [--repo DIR]
 """
@@ -51,7 +51,6 @@ MONTH_DATE = re.compile(r"\b(?:January|February|March|April|May|June|July|August
 DATES_ALLOWED = {"Documentation/spin/measurements.rst"}
 # Case-insensitive, except C[E]O, which only counts in capitals.
 COMPILED = [(kind, re.compile(p, 0 if "C[E]O" in p else re.IGNORECASE)) for kind, p in PATTERNS]
-SELF = "tools/testing/spin/scripts/process_words.py"
 
 
 def header_lines(lines):
@@ -91,7 +90,8 @@ def scan_text(rel, text):
         if not (abi and line.startswith("Date:")):
             for m in MONTH_DATE.finditer(line):
                 hits.append((i + 1, "date", m.group(0), m.start(), m.end()))
-    # Where matches overlap on a line ("issue #9" and "#9"), the longest is reported.
+    # Where matches overlap on a line (an issue reference and the number in it), the longest
+    # is reported.
     out = []
     for h in sorted(hits, key=lambda h: (h[0], h[3], -(h[4] - h[3]))):
         if out and out[-1][0] == h[0] and h[3] < out[-1][4]:
@@ -110,7 +110,7 @@ def main():
     total = 0
     scanned = 0
     for rel in files:
-        if not rel or rel == SELF:
+        if not rel:
             continue
         path = os.path.join(args.repo, rel)
         if not os.path.isfile(path):
