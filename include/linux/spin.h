@@ -1,16 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * spin: file reads into and writes from GPU memory, routed between the page
- * cache and P2P DMA.
- *
- * The VFS read and write entry points call spin_read_iter() and
- * spin_write_iter() instead of ->read_iter() and ->write_iter().
- * While no p2pdma provider is bound the static key is off and the call costs
- * one patched-out jump; otherwise a process that never mapped p2pdma memory
- * pays one bit test (MMF_P2PDMA), and for the others the router
- * (rust/spin/router) looks at the user memory and either splits the request
- * or passes it on unchanged.
- * See Documentation/spin/router.rst and Documentation/spin/writer.rst.
+ * spin: reads into and writes from GPU memory, routed between the page cache
+ * and P2P DMA by rust/spin. See Documentation/spin/router.rst.
  */
 #ifndef _LINUX_SPIN_H
 #define _LINUX_SPIN_H
@@ -21,20 +12,20 @@
 #include <linux/sched.h>
 #include <linux/uio.h>
 
-struct pci_dev;
-struct vm_area_struct;
+struct gendisk;
+
+ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter);
+ssize_t spin_route_write_iter(struct kiocb *iocb, struct iov_iter *iter);
 
 #ifdef CONFIG_SPIN
 DECLARE_STATIC_KEY_FALSE(spin_route_key);
+extern const struct attribute_group spin_disk_attr_group;
+void spin_disk_release(struct gendisk *disk);
 
-/**
- * spin_wants_current - could the current request touch GPU memory?
- *
- * The static key is on while a p2pdma provider is bound (its memory may be
- * mapped by user space); then only processes that mapped p2pdma memory
- * (MMF_P2PDMA) are looked at: every other one pays this bit test.
- *
- * Return: %true if the router should look at the request.
+/*
+ * The key is on while a p2pdma provider is bound; then only processes that
+ * mapped p2pdma memory (MMF_P2PDMA) are looked at, every other one pays this
+ * bit test.
  */
 static inline bool spin_wants_current(void)
 {
@@ -45,19 +36,16 @@ static inline bool spin_wants_current(void)
 	mm = current->mm;
 	return mm && mm_flags_test(MMF_P2PDMA, mm);
 }
+#else
+static inline bool spin_wants_current(void) { return false; }
+static inline void spin_disk_release(struct gendisk *disk) { }
+#endif /* CONFIG_SPIN */
 
-ssize_t spin_route_read_iter(struct kiocb *iocb, struct iov_iter *iter);
-ssize_t spin_route_write_iter(struct kiocb *iocb, struct iov_iter *iter);
-
-/**
- * spin_read_iter - call ->read_iter(), through the spin router if needed
- * @iocb: the read's control block
- * @iter: the destination
- *
- * Context: as for ->read_iter(); called by the read entry points of user
- * space only: read(2), pread(2), readv(2), preadv(2), preadv2(2), io_uring
- * (IORING_OP_READ, IORING_OP_READV) and aio (IOCB_CMD_PREAD, PREADV).
- * Return: as ->read_iter().
+/*
+ * spin_read_iter() and spin_write_iter() replace ->read_iter() and
+ * ->write_iter() in the entry points of user space (read(2) and write(2) and
+ * their positioned and vectored forms, io_uring, aio; writes inside
+ * file_start_write()), with the same context and return values.
  */
 static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
@@ -66,259 +54,11 @@ static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 	return iocb->ki_filp->f_op->read_iter(iocb, iter);
 }
 
-/**
- * spin_write_iter - call ->write_iter(), through the spin router if needed
- * @iocb: the write's control block
- * @iter: the source
- *
- * Context: as for ->write_iter(); called by the write entry points of user
- * space only, inside file_start_write(): write(2), pwrite(2), writev(2),
- * pwritev(2), pwritev2(2), io_uring (IORING_OP_WRITE, IORING_OP_WRITEV) and
- * aio (IOCB_CMD_PWRITE, PWRITEV).
- * Return: as ->write_iter().
- */
 static inline ssize_t spin_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
 	if (spin_wants_current())
 		return spin_route_write_iter(iocb, iter);
 	return iocb->ki_filp->f_op->write_iter(iocb, iter);
 }
-
-/* Thin helpers of rust/spin/spin_glue.c for the Rust side. */
-void spin_route_key_get(void);
-void spin_route_key_put(void);
-/**
- * enum spin_route_verdict - what spin_routable() says of a request
- * @SPIN_ROUTE_NO: pass it on unchanged
- * @SPIN_ROUTE_YES: look at it; it may block
- * @SPIN_ROUTE_LATER: it must not block: -EAGAIN if it is GPU I/O
- * @SPIN_ROUTE_CACHED: a non-blocking read: if it is GPU I/O, copy what is
- *                     cached and start no I/O
- */
-enum spin_route_verdict {
-	SPIN_ROUTE_NO,
-	SPIN_ROUTE_YES,
-	SPIN_ROUTE_LATER,
-	SPIN_ROUTE_CACHED,
-};
-
-/* The router's entries (Rust), for requests spin_routable() let through. */
-ssize_t spin_router_read_iter(struct kiocb *iocb, struct iov_iter *iter,
-			      enum spin_route_verdict verdict);
-ssize_t spin_router_write_iter(struct kiocb *iocb, struct iov_iter *iter,
-			       enum spin_route_verdict verdict);
-
-ssize_t spin_read_cached(struct kiocb *iocb, struct iov_iter *iter);
-
-bool spin_iocb_append(const struct kiocb *iocb);
-void spin_mm_mark_p2pdma(struct mm_struct *mm);
-struct pci_dev *spin_vma_p2p_provider(struct vm_area_struct *vma,
-				      unsigned long addr);
-bool spin_iter_segment(const struct iov_iter *iter, unsigned long idx,
-		       size_t before, unsigned long *addr, size_t *len);
-void spin_iter_advance(struct iov_iter *iter, size_t bytes);
-ssize_t spin_sub_read(struct kiocb *orig, loff_t pos, unsigned long addr,
-		      size_t len, bool gpu);
-ssize_t spin_sub_write(struct kiocb *orig, loff_t pos, unsigned long addr,
-		       size_t len, bool direct, loff_t *end);
-ssize_t spin_write_sync(struct kiocb *orig, loff_t end, size_t written);
-loff_t spin_file_size(struct file *file);
-
-struct spin_aio_batch;
-struct spin_aio_batch *spin_aio_batch_alloc(unsigned int n, bool sync);
-void spin_aio_start(struct spin_aio_batch *batch, unsigned int idx,
-		    struct kiocb *orig, loff_t pos, unsigned long addr,
-		    size_t len);
-ssize_t spin_aio_wait(struct spin_aio_batch *batch, unsigned int idx);
-void spin_aio_batch_free(struct spin_aio_batch *batch);
-
-/**
- * struct spin_file_info - what the router needs to know about a file
- * @devt: device number of the whole disk holding the file, 0 if none
- * @offset_align: required file offset and length alignment of direct I/O
- * @mem_align: required memory alignment of direct I/O
- * @ino: inode number, for tracing
- * @client: the disk's PCI device, or %NULL if none was found (a reference
- *          is held; drop it with pci_dev_put())
- * @disk_id: the disk's identity (its address: compared, never followed),
- *           which tells apart two disks that had the same device number
- * @stacked: the disk is built on other block devices (md, dm, NVMe
- *           multipath): @client is %NULL and spin_file_members() lists the
- *           disks under it
- * @generation: disk_stack_generation() when @stacked was found
- * @reads_exclude_writes: the filesystem's buffered reads exclude buffered
- *                        writers (XFS): asynchronous P2P legs would not
- * @dio_excl: the filesystem honours IOCB_DIO_EXCL (FOP_DIO_EXCL): a direct
- *            write can keep a buffered write's exclusion
- */
-struct spin_file_info {
-	dev_t devt;
-	u32 offset_align;
-	u32 mem_align;
-	u64 ino;
-	struct pci_dev *client;
-	unsigned long disk_id;
-	bool stacked;
-	u64 generation;
-	bool reads_exclude_writes;
-	bool dio_excl;
-};
-
-int spin_file_check(struct file *file, struct spin_file_info *info);
-
-/**
- * struct spin_file_stamp - what spin_file_check()'s answer depends on
- * @inode: the inode's address: compared, never followed
- * @sb: its superblock's address: compared, never followed
- * @ino: its number
- * @i_generation: its generation
- * @i_flags: its flags (S_DAX, S_ENCRYPTED, S_VERITY, S_SWAPFILE, ...)
- * @ctime_sec: its ctime, seconds
- * @ctime_nsec: its ctime, nanoseconds
- * @can_odirect: the open file can do direct I/O (FMODE_CAN_ODIRECT)
- * @queue_p2p: the disk's queue accepts P2PDMA pages
- * @stack_generation: disk_stack_generation()
- */
-struct spin_file_stamp {
-	unsigned long inode;
-	unsigned long sb;
-	u64 ino;
-	u32 i_generation;
-	u32 i_flags;
-	s64 ctime_sec;
-	u32 ctime_nsec;
-	bool can_odirect;
-	bool queue_p2p;
-	u64 stack_generation;
-};
-
-void spin_file_stamp(struct file *file, struct spin_file_stamp *stamp);
-ssize_t spin_sub_read_noio(struct kiocb *orig, loff_t pos, unsigned long addr,
-			   size_t len, bool dontcache);
-
-/**
- * struct spin_member - a disk at the bottom of a stack of disks
- * @devt: its device number
- * @pdev: its PCI device, %NULL if it has none (a reference is held; drop it
- *        with pci_dev_put())
- */
-struct spin_member {
-	dev_t devt;
-	struct pci_dev *pdev;
-};
-
-/* The most disks spin_file_members() reports under one stacked disk. */
-#define SPIN_MEMBERS_MAX 64
-
-int spin_file_members(struct file *file, struct spin_member *out,
-		      unsigned int max);
-int spin_disk_members(struct gendisk *disk, struct spin_member *out,
-		      unsigned int max);
-bool spin_disk_p2pdma(struct gendisk *disk);
-unsigned int spin_p2p_providers(struct pci_dev **out, unsigned int max);
-
-/* The most p2pdma providers /sys/block/<disk>/spin/p2p reports. */
-#define SPIN_PROVIDERS_MAX 16
-
-/* Implemented in Rust: /sys/block/<disk>/spin/p2p. */
-ssize_t spin_rust_disk_p2p_show(struct gendisk *disk, char *buf);
-
-unsigned long spin_file_io_pages(struct file *file);
-
-/**
- * struct spin_ra_window - the read-ahead window after a GPU page-cache leg
- * @mapping: the file's mapping, as a number: compared, never followed
- * @start: first page of the file's read-ahead window
- * @nr: pages in it; 0 if the file has none
- * @prev_start: first page of the window before the leg
- * @prev_nr: pages in that window; 0 if there was none
- * @moved: the leg started read-ahead: the window is new
- */
-struct spin_ra_window {
-	unsigned long mapping;
-	pgoff_t start;
-	unsigned long nr;
-	pgoff_t prev_start;
-	unsigned long prev_nr;
-	bool moved;
-};
-
-/**
- * struct spin_ra_folio - a dropbehind folio of a read-ahead window
- * @pfn: its first page's pfn
- * @index: its index in the file
- * @nr: its pages
- */
-struct spin_ra_folio {
-	unsigned long pfn;
-	pgoff_t index;
-	unsigned long nr;
-};
-
-ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
-			 size_t len, bool defer, struct spin_ra_window *win);
-unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
-			     struct spin_ra_folio *out, unsigned int max);
-bool spin_ra_bridge_gap(struct file *file, pgoff_t first, pgoff_t from,
-			pgoff_t end, pgoff_t *gap);
-bool spin_ra_bridge(struct file *file, pgoff_t gap, unsigned long max,
-		    struct spin_ra_window *win);
-int spin_sysfs_init(void);
-bool spin_should_fail_plan(void);
-bool spin_should_fail_evict(void);
-
-/* Implemented in Rust: the sysfs files of spin. */
-ssize_t spin_rust_sysfs_show(dev_t devt, unsigned long disk_id,
-			     unsigned int attr, char *buf);
-ssize_t spin_rust_sysfs_store(dev_t devt, unsigned long disk_id,
-			      unsigned int attr, const char *buf, size_t count);
-void spin_rust_disk_release(unsigned long disk_id);
-void spin_disk_release(struct gendisk *disk);
-
-/* Attribute numbers shared by spin_glue.c and the Rust side. */
-enum spin_sysfs_attr {
-	SPIN_ATTR_MODE,
-	SPIN_ATTR_STAT,
-	SPIN_ATTR_S_CUTOFF,
-	SPIN_ATTR_C_P2P_NS,
-	SPIN_ATTR_BW_P2P,
-	SPIN_ATTR_BW_PC,
-	SPIN_ATTR_RA_PARTITION,
-	SPIN_ATTR_P2P,
-	SPIN_ATTR_ATOMIC_READS,
-	SPIN_ATTR_PIPELINE,
-	SPIN_ATTR_P2P_OVERLAP,
-};
-
-extern const struct attribute_group spin_disk_attr_group;
-
-/* File check results besides 0 (P2P possible). */
-enum spin_fallback {
-	SPIN_FALLBACK_NONE,
-	SPIN_FALLBACK_MODE,
-	SPIN_FALLBACK_NO_BDEV,
-	SPIN_FALLBACK_NO_DIRECT_IO,
-	SPIN_FALLBACK_INODE,
-	SPIN_FALLBACK_QUEUE,
-	SPIN_FALLBACK_DISTANCE,
-	SPIN_FALLBACK_MISALIGNED,
-	SPIN_FALLBACK_APPEND,
-	SPIN_FALLBACK_SPLIT,
-};
-#else
-static inline void spin_disk_release(struct gendisk *disk)
-{
-}
-
-static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
-{
-	return iocb->ki_filp->f_op->read_iter(iocb, iter);
-}
-
-static inline ssize_t spin_write_iter(struct kiocb *iocb, struct iov_iter *iter)
-{
-	return iocb->ki_filp->f_op->write_iter(iocb, iter);
-}
-#endif /* CONFIG_SPIN */
 
 #endif /* _LINUX_SPIN_H */

@@ -37,6 +37,7 @@ module! {
 
 /// The spin module: owns the subsystem's global state.
 struct Spin {
+    _sysfs: router::Sysfs,
     _router: router::Router,
     _exporter: exporter::Exporter,
 }
@@ -48,8 +49,9 @@ impl kernel::Module for Spin {
             !cfg!(MODULE),
             kernel::page::PAGE_SIZE
         );
-        router::init()?;
+        let sysfs = router::init()?;
         Ok(Spin {
+            _sysfs: sysfs,
             _router: router::Router::new()?,
             _exporter: exporter::Exporter::new()?,
         })

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Thin C helpers of the spin router: the static key, the tracepoints (defined
- * here, emitted from Rust with declare_trace!), the sysfs tables and the few
- * inline-heavy VFS operations. Policy and state live in Rust
+ * here, emitted from Rust with declare_trace!) and the few inline-heavy VFS
+ * operations. Policy and state live in Rust
  * (rust/spin/router); every function here does one mechanical thing.
  * See Documentation/spin/router.rst.
  */
@@ -15,7 +15,6 @@
 #include <linux/fault-inject.h>
 #include <linux/folio_batch.h>
 #include <linux/fs.h>
-#include <linux/kobject.h>
 #include <linux/pagemap.h>
 #include <linux/pagewalk.h>
 #include <linux/pci.h>
@@ -23,11 +22,11 @@
 #include <linux/rcupdate_wait.h>
 #include <linux/resource.h>
 #include <linux/sched/signal.h>
-#include <linux/spin.h>
 #include <linux/stat.h>
 #include <linux/slab.h>
-#include <linux/sysfs.h>
 #include <linux/uio.h>
+
+#include "spin_glue.h"
 
 #define CREATE_TRACE_POINTS
 #define CREATE_RUST_TRACE_POINTS
@@ -1311,145 +1310,6 @@ unsigned int spin_p2p_providers(struct pci_dev **out, unsigned int max)
 	return n;
 }
 
-/**
- * spin_disk_release - a disk is released (block/genhd.c, disk_release())
- * @disk: the disk
- *
- * Drops spin's table entry of @disk: its counters, cost parameters and
- * remembered P2P verdict. Nothing can reach the disk any more.
- */
-void spin_disk_release(struct gendisk *disk)
-{
-	spin_rust_disk_release((unsigned long)disk);
-}
-
-/* /sys/block/<disk>/spin/: per-disk cost parameters and counters. */
-
-struct spin_disk_attr {
-	struct device_attribute attr;
-	unsigned int nr;
-};
-
-static ssize_t spin_disk_show(struct device *dev,
-			      struct device_attribute *attr, char *buf)
-{
-	struct spin_disk_attr *a = container_of(attr, struct spin_disk_attr,
-						attr);
-
-	if (a->nr == SPIN_ATTR_P2P)
-		return spin_rust_disk_p2p_show(dev_to_disk(dev), buf);
-	return spin_rust_sysfs_show(disk_devt(dev_to_disk(dev)),
-				    (unsigned long)dev_to_disk(dev), a->nr, buf);
-}
-
-static ssize_t spin_disk_store(struct device *dev,
-			       struct device_attribute *attr, const char *buf,
-			       size_t count)
-{
-	struct spin_disk_attr *a = container_of(attr, struct spin_disk_attr,
-						attr);
-
-	return spin_rust_sysfs_store(disk_devt(dev_to_disk(dev)),
-				     (unsigned long)dev_to_disk(dev), a->nr, buf,
-				     count);
-}
-
-#define SPIN_DISK_ATTR(_name, _mode, _nr)				\
-	static struct spin_disk_attr spin_disk_attr_##_name = {		\
-		.attr = __ATTR(_name, _mode, spin_disk_show,		\
-			       spin_disk_store),			\
-		.nr = _nr,						\
-	}
-
-SPIN_DISK_ATTR(stat, 0444, SPIN_ATTR_STAT);
-SPIN_DISK_ATTR(s_cutoff, 0644, SPIN_ATTR_S_CUTOFF);
-SPIN_DISK_ATTR(c_p2p_ns, 0644, SPIN_ATTR_C_P2P_NS);
-SPIN_DISK_ATTR(bw_p2p, 0644, SPIN_ATTR_BW_P2P);
-SPIN_DISK_ATTR(bw_pc, 0644, SPIN_ATTR_BW_PC);
-SPIN_DISK_ATTR(p2p_overlap, 0644, SPIN_ATTR_P2P_OVERLAP);
-SPIN_DISK_ATTR(p2p, 0444, SPIN_ATTR_P2P);
-
-static struct attribute *spin_disk_attrs[] = {
-	&spin_disk_attr_stat.attr.attr,
-	&spin_disk_attr_s_cutoff.attr.attr,
-	&spin_disk_attr_c_p2p_ns.attr.attr,
-	&spin_disk_attr_bw_p2p.attr.attr,
-	&spin_disk_attr_bw_pc.attr.attr,
-	&spin_disk_attr_p2p_overlap.attr.attr,
-	&spin_disk_attr_p2p.attr.attr,
-	NULL,
-};
-
-const struct attribute_group spin_disk_attr_group = {
-	.name = "spin",
-	.attrs = spin_disk_attrs,
-};
-
-/* /sys/kernel/spin/: the system-wide mode and counters. */
-
-struct spin_kobj_attr {
-	struct kobj_attribute attr;
-	unsigned int nr;
-};
-
-static ssize_t spin_kobj_show(struct kobject *kobj,
-			      struct kobj_attribute *attr, char *buf)
-{
-	struct spin_kobj_attr *a = container_of(attr, struct spin_kobj_attr,
-						attr);
-
-	return spin_rust_sysfs_show(0, 0, a->nr, buf);
-}
-
-static ssize_t spin_kobj_store(struct kobject *kobj,
-			       struct kobj_attribute *attr, const char *buf,
-			       size_t count)
-{
-	struct spin_kobj_attr *a = container_of(attr, struct spin_kobj_attr,
-						attr);
-
-	return spin_rust_sysfs_store(0, 0, a->nr, buf, count);
-}
-
-static struct spin_kobj_attr spin_kobj_attr_mode = {
-	.attr = __ATTR(mode, 0644, spin_kobj_show, spin_kobj_store),
-	.nr = SPIN_ATTR_MODE,
-};
-
-static struct spin_kobj_attr spin_kobj_attr_stat = {
-	.attr = __ATTR(stat, 0444, spin_kobj_show, spin_kobj_store),
-	.nr = SPIN_ATTR_STAT,
-};
-
-static struct spin_kobj_attr spin_kobj_attr_ra_partition = {
-	.attr = __ATTR(ra_partition_pages, 0644, spin_kobj_show,
-		       spin_kobj_store),
-	.nr = SPIN_ATTR_RA_PARTITION,
-};
-
-static struct spin_kobj_attr spin_kobj_attr_atomic_reads = {
-	.attr = __ATTR(atomic_reads, 0644, spin_kobj_show, spin_kobj_store),
-	.nr = SPIN_ATTR_ATOMIC_READS,
-};
-
-static struct spin_kobj_attr spin_kobj_attr_pipeline = {
-	.attr = __ATTR(pipeline, 0644, spin_kobj_show, spin_kobj_store),
-	.nr = SPIN_ATTR_PIPELINE,
-};
-
-static struct attribute *spin_kobj_attrs[] = {
-	&spin_kobj_attr_mode.attr.attr,
-	&spin_kobj_attr_stat.attr.attr,
-	&spin_kobj_attr_ra_partition.attr.attr,
-	&spin_kobj_attr_atomic_reads.attr.attr,
-	&spin_kobj_attr_pipeline.attr.attr,
-	NULL,
-};
-
-static const struct attribute_group spin_kobj_attr_group = {
-	.attrs = spin_kobj_attrs,
-};
-
 #ifdef CONFIG_SPIN_FAULT_INJECTION
 static DECLARE_FAULT_ATTR(fail_spin_plan);
 
@@ -1500,22 +1360,3 @@ bool spin_should_fail_evict(void)
 	return false;
 }
 #endif
-
-/**
- * spin_sysfs_init - create /sys/kernel/spin
- *
- * Return: 0 or a negative errno.
- */
-int spin_sysfs_init(void)
-{
-	struct kobject *kobj;
-	int ret;
-
-	kobj = kobject_create_and_add("spin", kernel_kobj);
-	if (!kobj)
-		return -ENOMEM;
-	ret = sysfs_create_group(kobj, &spin_kobj_attr_group);
-	if (ret)
-		kobject_put(kobj);
-	return ret;
-}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Safe wrappers over the C side of the router (`include/linux/spin.h`,
+//! Safe wrappers over the C side of the router (`rust/spin/spin_glue.h`,
 //! `rust/spin/spin_glue.c`) and the page-cache residency helper of mm.
 //!
 //! Every `unsafe` block of the router is in this file.
@@ -146,7 +146,7 @@ pub(crate) struct FileInfo {
     pub(crate) generation: u64,
     /// For fallback `distance`: the disk whose PCI device the GPU cannot reach (0 otherwise).
     pub(crate) member: u32,
-    /// The disk's identity (see `state::DiskKey`).
+    /// The disk's identity (see [`DiskKey`]).
     pub(crate) disk_id: usize,
     /// The filesystem's buffered reads exclude buffered writers (XFS): only synchronous P2P
     /// legs keep that.
@@ -158,8 +158,8 @@ pub(crate) struct FileInfo {
 
 impl FileInfo {
     /// The key of the file's disk in the router's table.
-    pub(crate) fn key(&self) -> super::state::DiskKey {
-        super::state::DiskKey {
+    pub(crate) fn key(&self) -> DiskKey {
+        DiskKey {
             devt: self.devt,
             id: self.disk_id,
         }
@@ -231,7 +231,31 @@ fn collect_members(
     Ok(out)
 }
 
-/// A disk whose sysfs file is being read (`/sys/block/<disk>/spin/p2p`).
+/// A disk: its device number, and its identity (the address of its `struct gendisk`, compared
+/// and never followed), which tells apart two disks that had the same device number.
+///
+/// Ordered by identity first, so that the entries of one disk (its partitions) are neighbours.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DiskKey {
+    /// The device number; 0: no disk (`/sys/kernel/spin`, a file without a block device).
+    pub(crate) devt: u32,
+    /// The identity.
+    pub(crate) id: usize,
+}
+
+impl Ord for DiskKey {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        (self.id, self.devt).cmp(&(other.id, other.devt))
+    }
+}
+
+impl PartialOrd for DiskKey {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A disk whose sysfs file is being read (`/sys/block/<disk>/spin/`).
 ///
 /// # Invariants
 ///
@@ -242,16 +266,29 @@ pub(crate) struct DiskRef<'a> {
 }
 
 impl DiskRef<'_> {
-    /// Wraps `disk`.
-    ///
-    /// # Safety
-    ///
-    /// `disk` must be a valid `struct gendisk` while the result is used.
-    pub(crate) unsafe fn from_raw(disk: *mut bindings::gendisk) -> Option<Self> {
-        NonNull::new(disk).map(|disk| DiskRef {
-            disk,
+    /// The disk of a disk's device, as sysfs passes it to the disk's attributes.
+    pub(crate) fn from_device(dev: &kernel::device::Device) -> DiskRef<'_> {
+        let dev = dev.as_raw();
+        // SAFETY: `spin_disk_attr_group` is only listed among the attribute groups of disks, so
+        // `dev` is the `bd_device` of a disk's whole-disk `struct block_device`, whose
+        // `bd_disk` is valid while the device is.
+        let disk = unsafe { (*container_of!(dev, bindings::block_device, bd_device)).bd_disk };
+        DiskRef {
+            // SAFETY: `bd_disk` of a registered block device is never null.
+            disk: unsafe { NonNull::new_unchecked(disk) },
             _p: core::marker::PhantomData,
-        })
+        }
+    }
+
+    /// The disk's key in the router's table.
+    pub(crate) fn key(&self) -> DiskKey {
+        // SAFETY: The disk is valid (type invariant); `part0` is its whole-disk block device,
+        // there from allocation to release.
+        let devt = unsafe { (*(*self.disk.as_ptr()).part0).bd_dev };
+        DiskKey {
+            devt,
+            id: self.disk.as_ptr() as usize,
+        }
     }
 
     /// Whether the disk's queue accepts P2PDMA pages.
@@ -1144,10 +1181,4 @@ pub(crate) fn p2p_provider_at(
 pub(crate) fn should_fail_plan() -> bool {
     // SAFETY: No preconditions.
     unsafe { bindings::spin_should_fail_plan() }
-}
-
-/// Creates `/sys/kernel/spin`.
-pub(crate) fn sysfs_init() -> Result {
-    // SAFETY: Called once, from module init.
-    kernel::error::to_result(unsafe { bindings::spin_sysfs_init() })
 }

@@ -30,6 +30,7 @@
 mod glue;
 mod readahead;
 mod state;
+mod sysfs;
 mod verdict;
 mod writer;
 
@@ -62,12 +63,14 @@ use state::{Account, Mode};
 /// every scheduler input far below its limits; the P2P transfers stay far above `S_cutoff`.
 const CHUNK: usize = 8 << 20;
 
+pub(crate) use sysfs::Sysfs;
+
 /// Sets up the router's state and `/sys/kernel/spin`.
-pub(crate) fn init() -> Result {
+pub(crate) fn init() -> Result<Sysfs> {
     state::init();
     verdict::init();
     readahead::init()?;
-    glue::sysfs_init()
+    sysfs::init()
 }
 
 /// The PCI devices with published p2pdma memory, each holding a reference on the routing key:
