@@ -268,11 +268,13 @@ pub(crate) struct DiskRef<'a> {
 impl DiskRef<'_> {
     /// The disk of a disk's device, as sysfs passes it to the disk's attributes.
     pub(crate) fn from_device(dev: &kernel::device::Device) -> DiskRef<'_> {
-        let dev = dev.as_raw();
+        // `Device` is a transparent wrapper of `struct device`.
+        let dev = ptr::from_ref(dev).cast_mut().cast::<bindings::device>();
         // SAFETY: `spin_disk_attr_group` is only listed among the attribute groups of disks, so
         // `dev` is the `bd_device` of a disk's whole-disk `struct block_device`, whose
         // `bd_disk` is valid while the device is.
-        let disk = unsafe { (*container_of!(dev, bindings::block_device, bd_device)).bd_disk };
+        let disk =
+            unsafe { (*kernel::container_of!(dev, bindings::block_device, bd_device)).bd_disk };
         DiskRef {
             // SAFETY: `bd_disk` of a registered block device is never null.
             disk: unsafe { NonNull::new_unchecked(disk) },
