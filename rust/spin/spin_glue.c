@@ -1051,11 +1051,11 @@ static struct pci_dev *spin_disk_pci_dev(struct gendisk *disk)
 }
 
 /**
- * spin_file_stamp - what spin_file_check()'s answer for a file depends on
+ * spin_file_stamp - what spin_file_facts() of a file depends on
  * @file: a regular file open for reading
  * @stamp: filled in
  *
- * The router keeps spin_file_check()'s answer per inode and uses it again
+ * The router keeps its file check's answer per inode and uses it again
  * while the stamp is unchanged: the inode's identity (address, superblock,
  * number and generation: an inode freed and reused for another file differs
  * in one of them), its flags (DAX, encrypted, verity, swap file), its ctime
@@ -1084,63 +1084,68 @@ void spin_file_stamp(struct file *file, struct spin_file_stamp *stamp)
 }
 
 /**
- * spin_file_check - can a file's data be read by P2P direct I/O at all?
- * @file: a regular file open for reading
- * @info: filled in when the answer is yes, and @info->devt always
+ * spin_file_facts - what the router's file check looks at
+ * @file: a regular file open for reading or writing
+ * @facts: filled in
  *
- * Checks what does not depend on the destination: a block device, direct
- * I/O support as statx(STATX_DIOALIGN) reports it (0 means none: ext4 with
- * data=journal or inline data, verity, ...), an inode that is neither DAX,
- * encrypted, verity nor an active swap file, and a queue that accepts P2PDMA
- * pages. The caller checks the distance to the GPU with @info->client.
- *
- * Return: %SPIN_FALLBACK_NONE or the reason to stay in the page cache.
+ * Reads what does not depend on the destination: the file's disk and its
+ * queue, direct I/O support as the open file and statx(STATX_DIOALIGN) report
+ * it (0 means none: ext4 with data=journal or inline data, ...), the inode's
+ * flags and what the filesystem declares in its fop_flags. The router
+ * decides from them (rust/spin/router/verdict.rs).
  */
-int spin_file_check(struct file *file, struct spin_file_info *info)
+void spin_file_facts(struct file *file, struct spin_file_facts *facts)
 {
 	struct inode *inode = file_inode(file);
 	struct block_device *bdev = inode->i_sb->s_bdev;
+	fop_flags_t fop = file->f_op->fop_flags;
 	struct kstat stat = {};
 
-	memset(info, 0, sizeof(*info));
-	info->ino = inode->i_ino;
+	memset(facts, 0, sizeof(*facts));
+	facts->ino = inode->i_ino;
+	facts->can_odirect = !!(file->f_mode & FMODE_CAN_ODIRECT);
+	facts->special_inode = IS_DAX(inode) || IS_ENCRYPTED(inode) ||
+			       IS_VERITY(inode) || IS_SWAPFILE(inode);
+	facts->read_excl = !!(fop & FOP_READ_EXCL);
+	facts->dio_excl = !!(fop & FOP_DIO_EXCL);
 	if (!bdev)
-		return SPIN_FALLBACK_NO_BDEV;
-	info->devt = disk_devt(bdev->bd_disk);
-	info->disk_id = (unsigned long)bdev->bd_disk;
-	if (!(file->f_mode & FMODE_CAN_ODIRECT))
-		return SPIN_FALLBACK_NO_DIRECT_IO;
-	if (IS_DAX(inode) || IS_ENCRYPTED(inode) || IS_VERITY(inode) ||
-	    IS_SWAPFILE(inode))
-		return SPIN_FALLBACK_INODE;
-	if (vfs_getattr_nosec(&file->f_path, &stat, STATX_DIOALIGN,
-			      AT_STATX_DONT_SYNC) ||
-	    !(stat.result_mask & STATX_DIOALIGN) || !stat.dio_offset_align ||
-	    !stat.dio_mem_align)
-		return SPIN_FALLBACK_NO_DIRECT_IO;
-	if (!blk_queue_pci_p2pdma(bdev_get_queue(bdev)))
-		return SPIN_FALLBACK_QUEUE;
-	info->offset_align = max(stat.dio_offset_align,
-				 bdev_logical_block_size(bdev));
-	info->mem_align = max(stat.dio_mem_align, bdev_dma_alignment(bdev) + 1);
-	info->generation = disk_stack_generation();
+		return;
+	facts->devt = disk_devt(bdev->bd_disk);
+	facts->disk_id = (unsigned long)bdev->bd_disk;
+	facts->queue_p2p = blk_queue_pci_p2pdma(bdev_get_queue(bdev));
+	facts->logical_block_size = bdev_logical_block_size(bdev);
+	facts->dma_alignment = bdev_dma_alignment(bdev) + 1;
+	facts->generation = disk_stack_generation();
 	/*
 	 * Built on other block devices (md, dm, an NVMe multipath head)? Read
 	 * without the holder lock: a stack being built or torn down may be seen
 	 * either way, and either answer is safe (a disk without slaves and
 	 * without a PCI ancestor is refused).
 	 */
-	info->stacked = disk_is_stacked(bdev->bd_disk);
-	/*
-	 * XFS's buffered reads hold the IOLOCK shared, excluding buffered
-	 * writers for the whole read; an asynchronous direct read drops it
-	 * once submitted.
-	 */
-	info->reads_exclude_writes = !strcmp(inode->i_sb->s_type->name, "xfs");
-	info->dio_excl = !!(file->f_op->fop_flags & FOP_DIO_EXCL);
-	if (!info->stacked)
-		info->client = spin_disk_pci_dev(bdev->bd_disk);
-	return SPIN_FALLBACK_NONE;
+	facts->stacked = disk_is_stacked(bdev->bd_disk);
+	/* getattr is the costly part: only when direct I/O is possible at all. */
+	if (facts->can_odirect && !facts->special_inode &&
+	    !vfs_getattr_nosec(&file->f_path, &stat, STATX_DIOALIGN,
+			       AT_STATX_DONT_SYNC) &&
+	    (stat.result_mask & STATX_DIOALIGN)) {
+		facts->dio_offset_align = stat.dio_offset_align;
+		facts->dio_mem_align = stat.dio_mem_align;
+	}
+}
+
+/**
+ * spin_file_pci_dev - the PCI device of the disk holding a file
+ * @file: the file; its filesystem has a block device
+ *
+ * Return: the first PCI device among the disk's ancestors, with a reference
+ * held (drop it with pci_dev_put()), or %NULL if there is none (a stacked
+ * disk: see spin_file_members()).
+ */
+struct pci_dev *spin_file_pci_dev(struct file *file)
+{
+	struct block_device *bdev = file_inode(file)->i_sb->s_bdev;
+
+	return bdev ? spin_disk_pci_dev(bdev->bd_disk) : NULL;
 }
 
 /* Disks visited at most while walking one stack: bounds a pathological one. */

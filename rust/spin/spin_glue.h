@@ -62,41 +62,49 @@ ssize_t spin_aio_wait(struct spin_aio_batch *batch, unsigned int idx);
 void spin_aio_batch_free(struct spin_aio_batch *batch);
 
 /**
- * struct spin_file_info - what the router needs to know about a file
+ * struct spin_file_facts - what the router's file check looks at
+ * @ino: inode number
  * @devt: device number of the whole disk holding the file, 0 if none
- * @offset_align: required file offset and length alignment of direct I/O
- * @mem_align: required memory alignment of direct I/O
- * @ino: inode number, for tracing
- * @client: the disk's PCI device, or %NULL if none was found (a reference
- *          is held; drop it with pci_dev_put())
  * @disk_id: the disk's identity (its address: compared, never followed),
  *           which tells apart two disks that had the same device number
+ * @can_odirect: the open file can do direct I/O (FMODE_CAN_ODIRECT)
+ * @special_inode: a DAX, encrypted or verity file, or an active swap file
+ * @dio_offset_align: file offset alignment of direct I/O (STATX_DIOALIGN);
+ *                    0 if none, or not looked up (no disk, no direct I/O or
+ *                    a special inode)
+ * @dio_mem_align: memory alignment of direct I/O; 0 as @dio_offset_align
+ * @queue_p2p: the disk's queue accepts P2PDMA pages
+ * @logical_block_size: the disk's logical block size
+ * @dma_alignment: the disk's DMA alignment: bdev_dma_alignment() + 1
  * @stacked: the disk is built on other block devices (md, dm, NVMe
- *           multipath): @client is %NULL and spin_file_members() lists the
- *           disks under it
- * @generation: disk_stack_generation() when @stacked was found
- * @reads_exclude_writes: the filesystem's buffered reads exclude buffered
- *                        writers (XFS): asynchronous P2P legs would not
- * @dio_excl: the filesystem honours IOCB_DIO_EXCL (FOP_DIO_EXCL): a direct
- *            write can keep a buffered write's exclusion
+ *           multipath): spin_file_members() lists the disks under it
+ * @generation: disk_stack_generation() before @stacked was read
+ * @read_excl: the filesystem's buffered reads exclude buffered writes
+ *             (FOP_READ_EXCL)
+ * @dio_excl: the filesystem honours IOCB_DIO_EXCL (FOP_DIO_EXCL)
  */
-struct spin_file_info {
-	dev_t devt;
-	u32 offset_align;
-	u32 mem_align;
+struct spin_file_facts {
 	u64 ino;
-	struct pci_dev *client;
+	dev_t devt;
 	unsigned long disk_id;
+	bool can_odirect;
+	bool special_inode;
+	u32 dio_offset_align;
+	u32 dio_mem_align;
+	bool queue_p2p;
+	u32 logical_block_size;
+	u32 dma_alignment;
 	bool stacked;
 	u64 generation;
-	bool reads_exclude_writes;
+	bool read_excl;
 	bool dio_excl;
 };
 
-int spin_file_check(struct file *file, struct spin_file_info *info);
+void spin_file_facts(struct file *file, struct spin_file_facts *facts);
+struct pci_dev *spin_file_pci_dev(struct file *file);
 
 /**
- * struct spin_file_stamp - what spin_file_check()'s answer depends on
+ * struct spin_file_stamp - what spin_file_facts() depends on
  * @inode: the inode's address: compared, never followed
  * @sb: its superblock's address: compared, never followed
  * @ino: its number
@@ -191,21 +199,5 @@ bool spin_ra_bridge(struct file *file, pgoff_t gap, unsigned long max,
 		    struct spin_ra_window *win);
 bool spin_should_fail_plan(void);
 bool spin_should_fail_evict(void);
-
-
-
-/* File check results besides 0 (P2P possible). */
-enum spin_fallback {
-	SPIN_FALLBACK_NONE,
-	SPIN_FALLBACK_MODE,
-	SPIN_FALLBACK_NO_BDEV,
-	SPIN_FALLBACK_NO_DIRECT_IO,
-	SPIN_FALLBACK_INODE,
-	SPIN_FALLBACK_QUEUE,
-	SPIN_FALLBACK_DISTANCE,
-	SPIN_FALLBACK_MISALIGNED,
-	SPIN_FALLBACK_APPEND,
-	SPIN_FALLBACK_SPLIT,
-};
 
 #endif /* _RUST_SPIN_GLUE_H */

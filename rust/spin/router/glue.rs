@@ -33,32 +33,31 @@ impl Drop for RouteKey {
     }
 }
 
-/// Why a request stays in the page cache; the values of `enum spin_fallback`.
+/// Why a request stays in the page cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
 pub(crate) enum Fallback {
     /// Not a fallback: the request was scheduled.
-    None = bindings::spin_fallback_SPIN_FALLBACK_NONE,
+    None,
     /// `/sys/kernel/spin/mode` is `pagecache`.
-    Mode = bindings::spin_fallback_SPIN_FALLBACK_MODE,
+    Mode,
     /// The file's filesystem has no block device.
-    NoBdev = bindings::spin_fallback_SPIN_FALLBACK_NO_BDEV,
+    NoBdev,
     /// The file cannot do direct I/O.
-    NoDirectIo = bindings::spin_fallback_SPIN_FALLBACK_NO_DIRECT_IO,
+    NoDirectIo,
     /// DAX, encrypted, verity or swap file.
-    Inode = bindings::spin_fallback_SPIN_FALLBACK_INODE,
+    Inode,
     /// The queue lacks `BLK_FEAT_PCI_P2PDMA`.
-    Queue = bindings::spin_fallback_SPIN_FALLBACK_QUEUE,
+    Queue,
     /// `pci_p2pdma_distance()` refuses the GPU and the disk.
-    Distance = bindings::spin_fallback_SPIN_FALLBACK_DISTANCE,
+    Distance,
     /// The GPU address and the file offset differ modulo the DMA alignment.
-    Misaligned = bindings::spin_fallback_SPIN_FALLBACK_MISALIGNED,
+    Misaligned,
     /// A write to the end of the file that cannot go as one aligned direct write.
-    Append = bindings::spin_fallback_SPIN_FALLBACK_APPEND,
+    Append,
     /// A write that cannot go whole as one direct write (an unaligned file range, a source
     /// that is not one GPU piece, a filesystem without `FOP_DIO_EXCL`): it goes whole through
     /// the page cache, which keeps it atomic.
-    Split = bindings::spin_fallback_SPIN_FALLBACK_SPLIT,
+    Split,
 }
 
 impl Fallback {
@@ -91,13 +90,6 @@ impl Fallback {
             Fallback::Split => c"split",
         }
     }
-
-    fn from_raw(v: c_int) -> Fallback {
-        Self::ALL
-            .into_iter()
-            .find(|f| *f as c_int == v)
-            .unwrap_or(Fallback::NoDirectIo)
-    }
 }
 
 /// What `spin_routable()` says of a request.
@@ -127,7 +119,40 @@ impl Routable {
     }
 }
 
-/// What the router needs to know about a file (see `spin_file_check()`).
+/// What the router's file check looks at (see `spin_file_facts()`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct FileFacts {
+    /// Inode number.
+    pub(crate) ino: u64,
+    /// Device number of the file's whole disk, 0 if none.
+    pub(crate) devt: u32,
+    /// The disk's identity (see [`DiskKey`]).
+    pub(crate) disk_id: usize,
+    /// The open file can do direct I/O.
+    pub(crate) can_odirect: bool,
+    /// A DAX, encrypted or verity file, or an active swap file.
+    pub(crate) special_inode: bool,
+    /// File offset alignment of direct I/O (`STATX_DIOALIGN`); 0 if none or not looked up.
+    pub(crate) dio_offset_align: u32,
+    /// Memory alignment of direct I/O; 0 as `dio_offset_align`.
+    pub(crate) dio_mem_align: u32,
+    /// The disk's queue accepts P2PDMA pages.
+    pub(crate) queue_p2p: bool,
+    /// The disk's logical block size.
+    pub(crate) logical_block_size: u32,
+    /// The disk's DMA alignment.
+    pub(crate) dma_alignment: u32,
+    /// The disk is built on others.
+    pub(crate) stacked: bool,
+    /// The generation of the stacks of disks before `stacked` was read.
+    pub(crate) generation: u64,
+    /// The filesystem's buffered reads exclude buffered writes (`FOP_READ_EXCL`).
+    pub(crate) read_excl: bool,
+    /// The filesystem honours `IOCB_DIO_EXCL` (`FOP_DIO_EXCL`).
+    pub(crate) dio_excl: bool,
+}
+
+/// What the router needs to know about a file (see `verdict::file_check`).
 pub(crate) struct FileInfo {
     /// Device number of the file's whole disk, 0 if none.
     pub(crate) devt: u32,
@@ -176,7 +201,7 @@ impl FileInfo {
     }
 }
 
-/// What [`Request::file_check`]'s answer for a file depends on (see `spin_file_stamp()`): while
+/// What the file check's answer for a file depends on (see `spin_file_stamp()`): while
 /// it is unchanged, so is the answer.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stamp {
@@ -659,7 +684,7 @@ impl Request<'_> {
         unsafe { bindings::spin_file_size(self.file()) }
     }
 
-    /// What [`Request::file_check`]'s answer depends on (see `spin_file_stamp()`).
+    /// What the file check's answer depends on (see `spin_file_stamp()`).
     pub(crate) fn stamp(&self) -> Stamp {
         // SAFETY: `spin_file_stamp` is plain data; all-zero is a valid value.
         let mut raw: bindings::spin_file_stamp = unsafe { core::mem::zeroed() };
@@ -703,33 +728,39 @@ impl Request<'_> {
         }
     }
 
-    /// Checks whether the file's data can be read by P2P direct I/O at all.
-    pub(crate) fn file_check(&self) -> (Fallback, FileInfo) {
-        // SAFETY: `spin_file_info` is plain data; all-zero is a valid value.
-        let mut raw: bindings::spin_file_info = unsafe { core::mem::zeroed() };
+    /// What the router's file check looks at (see `spin_file_facts()`).
+    pub(crate) fn file_facts(&self) -> FileFacts {
+        // SAFETY: `spin_file_facts` is plain data; all-zero is a valid value.
+        let mut raw: bindings::spin_file_facts = unsafe { core::mem::zeroed() };
         // SAFETY: The file is valid (type invariant), `raw` is a local.
-        let ret = unsafe { bindings::spin_file_check(self.file(), &mut raw) };
-        let client = NonNull::new(raw.client).map(|p| {
-            // SAFETY: `spin_file_check()` returns the PCI device with a reference held for us;
-            // `pci::Device` is a transparent wrapper of `struct pci_dev`.
+        unsafe { bindings::spin_file_facts(self.file(), &mut raw) };
+        FileFacts {
+            ino: raw.ino,
+            devt: raw.devt,
+            disk_id: raw.disk_id as usize,
+            can_odirect: raw.can_odirect,
+            special_inode: raw.special_inode,
+            dio_offset_align: raw.dio_offset_align,
+            dio_mem_align: raw.dio_mem_align,
+            queue_p2p: raw.queue_p2p,
+            logical_block_size: raw.logical_block_size,
+            dma_alignment: raw.dma_alignment,
+            stacked: raw.stacked,
+            generation: raw.generation,
+            read_excl: raw.read_excl,
+            dio_excl: raw.dio_excl,
+        }
+    }
+
+    /// The PCI device of the file's disk, if the disk has one (a stacked disk has none).
+    pub(crate) fn file_pci_dev(&self) -> Option<ARef<pci::Device>> {
+        // SAFETY: The file is valid (type invariant).
+        let pdev = unsafe { bindings::spin_file_pci_dev(self.file()) };
+        NonNull::new(pdev).map(|p| {
+            // SAFETY: `spin_file_pci_dev()` returns the PCI device with a reference held for
+            // us; `pci::Device` is a transparent wrapper of `struct pci_dev`.
             unsafe { ARef::from_raw(p.cast::<pci::Device>()) }
-        });
-        (
-            Fallback::from_raw(ret),
-            FileInfo {
-                devt: raw.devt,
-                ino: raw.ino,
-                offset_align: raw.offset_align,
-                mem_align: raw.mem_align,
-                client,
-                stacked: raw.stacked,
-                generation: raw.generation,
-                member: 0,
-                disk_id: raw.disk_id as usize,
-                reads_exclude_writes: raw.reads_exclude_writes,
-                dio_excl: raw.dio_excl,
-            },
-        )
+        })
     }
 
     /// The disks at the bottom of the file's stacked disk, each with its PCI device.

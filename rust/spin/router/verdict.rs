@@ -5,7 +5,7 @@
 //!
 //! Deciding whether a file can be read by P2P at all takes `statx(STATX_DIOALIGN)`, a walk up
 //! the disk's device tree, the disk table's lock and the P2P path verdict of the disk and the
-//! GPU (`spin_file_check()`, [`state::disk`], [`state::p2p_refused`]); under TCG that is most of
+//! GPU ([`file_check`], [`state::disk`], [`state::p2p_refused`]); under TCG that is most of
 //! the router's cost on a small cached read. The answer changes rarely, so it is kept here,
 //! per inode, together with the disk's parameters and counters, in a small direct-mapped table
 //! indexed by the inode's address.
@@ -22,7 +22,7 @@
 //! is replaced is dropped after the lock is released (dropping its references may sleep). No
 //! other lock is taken under it.
 
-use super::glue::{Fallback, FileInfo, Request, Stamp};
+use super::glue::{Fallback, FileFacts, FileInfo, Request, Stamp};
 use super::state::{self, Account, Counters};
 use crate::sched::Params;
 use kernel::{
@@ -108,7 +108,7 @@ pub(crate) fn get(req: &Request<'_>, gpu: &pci::Device) -> Result<Verdict> {
         }
     }
     MISSES.add(1, Relaxed);
-    let (reason, info) = req.file_check();
+    let (reason, info) = file_check(req);
     let (params, account) = state::disk(info.key())?;
     let refused = match reason {
         Fallback::None => state::p2p_refused(req, &info, gpu),
@@ -140,4 +140,133 @@ pub(crate) fn get(req: &Request<'_>, gpu: &pci::Device) -> Result<Verdict> {
 /// that checked the file.
 pub(crate) fn counts() -> (u64, u64) {
     (HITS.load(Relaxed), MISSES.load(Relaxed))
+}
+
+/// The direct I/O alignments of a file whose data P2P direct I/O can reach, or why it cannot:
+/// no block device, no direct I/O (statx(`STATX_DIOALIGN`) reports none: ext4 with
+/// `data=journal` or inline data, ...), a DAX, encrypted, verity or swap file, or a queue that
+/// refuses P2PDMA pages. Whether the GPU can reach the disk is checked afterwards
+/// (`state::p2p_refused`).
+fn classify(f: &FileFacts) -> core::result::Result<(u32, u32), Fallback> {
+    if f.devt == 0 {
+        return Err(Fallback::NoBdev);
+    }
+    if !f.can_odirect {
+        return Err(Fallback::NoDirectIo);
+    }
+    if f.special_inode {
+        return Err(Fallback::Inode);
+    }
+    if f.dio_offset_align == 0 || f.dio_mem_align == 0 {
+        return Err(Fallback::NoDirectIo);
+    }
+    if !f.queue_p2p {
+        return Err(Fallback::Queue);
+    }
+    Ok((
+        f.dio_offset_align.max(f.logical_block_size),
+        f.dio_mem_align.max(f.dma_alignment),
+    ))
+}
+
+/// Checks whether the file of `req` can be read or written by P2P direct I/O at all, and what
+/// the router needs to know about it.
+pub(crate) fn file_check(req: &Request<'_>) -> (Fallback, FileInfo) {
+    let f = req.file_facts();
+    let mut info = FileInfo {
+        devt: f.devt,
+        ino: f.ino,
+        offset_align: 0,
+        mem_align: 0,
+        client: None,
+        stacked: false,
+        generation: 0,
+        member: 0,
+        disk_id: f.disk_id,
+        reads_exclude_writes: false,
+        dio_excl: false,
+    };
+    match classify(&f) {
+        Err(reason) => (reason, info),
+        Ok((offset_align, mem_align)) => {
+            info.offset_align = offset_align;
+            info.mem_align = mem_align;
+            info.stacked = f.stacked;
+            info.generation = f.generation;
+            // An asynchronous direct read drops XFS's IOLOCK once submitted: only
+            // synchronous P2P legs keep a read's exclusion of writers.
+            info.reads_exclude_writes = f.read_excl;
+            info.dio_excl = f.dio_excl;
+            if !f.stacked {
+                info.client = req.file_pci_dev();
+            }
+            (Fallback::None, info)
+        }
+    }
+}
+
+#[cfg(CONFIG_SPIN_KUNIT_TEST)]
+#[kunit_tests(rust_spin_verdict)]
+mod tests {
+    use super::*;
+
+    fn usable() -> FileFacts {
+        FileFacts {
+            ino: 12,
+            devt: (259 << 20) | 1,
+            disk_id: 0x1000,
+            can_odirect: true,
+            dio_offset_align: 512,
+            dio_mem_align: 4,
+            queue_p2p: true,
+            logical_block_size: 4096,
+            dma_alignment: 512,
+            ..FileFacts::default()
+        }
+    }
+
+    #[test]
+    fn reasons_in_order() {
+        assert_eq!(classify(&usable()), Ok((4096, 512)));
+        // Each fact refuses on its own, and the first refusal is the one reported.
+        let no_bdev = FileFacts {
+            devt: 0,
+            queue_p2p: false,
+            ..usable()
+        };
+        assert_eq!(classify(&no_bdev), Err(Fallback::NoBdev));
+        let no_odirect = FileFacts {
+            can_odirect: false,
+            special_inode: true,
+            ..usable()
+        };
+        assert_eq!(classify(&no_odirect), Err(Fallback::NoDirectIo));
+        let special = FileFacts {
+            special_inode: true,
+            dio_offset_align: 0,
+            ..usable()
+        };
+        assert_eq!(classify(&special), Err(Fallback::Inode));
+        let no_align = FileFacts {
+            dio_mem_align: 0,
+            queue_p2p: false,
+            ..usable()
+        };
+        assert_eq!(classify(&no_align), Err(Fallback::NoDirectIo));
+        let queue = FileFacts {
+            queue_p2p: false,
+            ..usable()
+        };
+        assert_eq!(classify(&queue), Err(Fallback::Queue));
+    }
+
+    #[test]
+    fn alignment_is_the_stricter() {
+        let f = FileFacts {
+            dio_offset_align: 8192,
+            dio_mem_align: 4096,
+            ..usable()
+        };
+        assert_eq!(classify(&f), Ok((8192, 4096)));
+    }
 }

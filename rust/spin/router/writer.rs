@@ -41,6 +41,7 @@
 
 use super::glue::{self, Fallback, FileInfo, Request};
 use super::state::{self, Account, Mode};
+use super::verdict;
 use crate::sched::plan;
 use kernel::{pci, prelude::*};
 
@@ -114,7 +115,7 @@ pub(super) fn route(
 ) -> Result<(usize, i64)> {
     let mode = state::mode();
     let append = req.append();
-    let (mut reason, mut info) = req.file_check();
+    let (mut reason, mut info) = verdict::file_check(req);
     let Ok((_, account)) = state::disk(info.key()) else {
         return req.sub_write(pos, addr, len, false);
     };
@@ -179,7 +180,7 @@ pub(super) fn route(
 /// Counts a write that touches GPU memory but is not one GPU piece (`Append` for a write to the
 /// end of the file, `Split` for another): it goes on unchanged, through the page cache.
 pub(super) fn fallback(req: &Request<'_>, reason: Fallback) {
-    let (_, info) = req.file_check();
+    let (_, info) = verdict::file_check(req);
     if let Ok((_, account)) = state::disk(info.key()) {
         account.write_request(reason);
     }
