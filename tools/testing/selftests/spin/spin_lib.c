@@ -181,11 +181,15 @@ int spin_write_file(const char *path, const char *val)
 {
 	int fd = open(path, O_WRONLY);
 	int ret = 0;
+	ssize_t n;
 
 	if (fd < 0)
 		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
+	n = write(fd, val, strlen(val));
+	if (n < 0)
 		ret = -errno;
+	else if (n != (ssize_t)strlen(val))
+		ret = -EIO;	/* a short write: sysfs takes all or nothing */
 	close(fd);
 	return ret;
 }
@@ -438,23 +442,20 @@ void spin_restore(void)
 	record_unlock();
 }
 
-int spin_fs_setup(struct spin_fs *fs, unsigned long flags)
+int spin_fs_find(struct spin_fs *fs)
 {
 	char path[PATH_MAX];
+	const char *slash;
 	long long lbs;
 
-	if (!record || record->nmounts == MOUNTS_MAX) {
-		errno = ENOSPC;
+	if (fs->virtio ? spin_virtio_blockdev(fs->serial, fs->dev, sizeof(fs->dev)) :
+			 spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev))) {
+		errno = ENODEV;
 		return -1;
 	}
-	if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, flags, fs->dev, sizeof(fs->dev),
-			 fs->disk, sizeof(fs->disk)))
-		return -1;
-	record_lock();
-	snprintf(record->mounts[record->nmounts++], PATH_MAX, "%s", fs->dir);
-	record_unlock();
+	slash = strrchr(fs->dev, '/');
+	snprintf(fs->disk, sizeof(fs->disk), "%s", slash ? slash + 1 : fs->dev);
 	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
-	snprintf(fs->path, sizeof(fs->path), "%s/data", fs->dir);
 	snprintf(path, sizeof(path), "/sys/block/%s/queue/logical_block_size", fs->disk);
 	lbs = spin_read_ll(path);
 	if (lbs < 512 || lbs > 4096) {
@@ -462,6 +463,33 @@ int spin_fs_setup(struct spin_fs *fs, unsigned long flags)
 		return -1;
 	}
 	fs->lbs = lbs;
+	return 0;
+}
+
+int spin_fs_setup(struct spin_fs *fs, unsigned long flags)
+{
+	char cmd[512];
+	int status;
+
+	if (!record || record->nmounts == MOUNTS_MAX) {
+		errno = ENOSPC;
+		return -1;
+	}
+	if (spin_fs_find(fs))
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
+	mkdir(fs->dir, 0755);
+	status = system(cmd);
+	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		errno = EIO;
+		return -1;
+	}
+	if (mount(fs->dev, fs->dir, fs->type, flags, NULL))
+		return -1;
+	record_lock();
+	snprintf(record->mounts[record->nmounts++], PATH_MAX, "%s", fs->dir);
+	record_unlock();
+	snprintf(fs->path, sizeof(fs->path), "%s/data", fs->dir);
 	return 0;
 }
 

@@ -42,13 +42,14 @@
  */
 struct spin_fs {
 	const char *name;	/* names its results: "ext4", "xfs" */
-	const char *serial;	/* the disk's NVMe serial */
+	const char *serial;	/* the disk's serial: NVMe, or virtio-blk with @virtio */
+	int virtio;
 	const char *type;	/* for mount(2) */
 	const char *mkfs;	/* mkfs command line; the device is appended */
 	const char *dir;	/* mount point */
 	uint64_t seed;		/* the test pattern of its files */
-	char dev[64];		/* /dev/nvmeXnY */
-	char disk[32];		/* nvmeXnY */
+	char dev[80];		/* /dev/nvmeXnY */
+	char disk[80];		/* nvmeXnY */
 	char stat[PATH_MAX];	/* /sys/block/<disk>/spin/stat */
 	char path[PATH_MAX];	/* <dir>/data, the usual data file */
 	unsigned int lbs;	/* logical block size: the direct-I/O alignment */
@@ -60,8 +61,13 @@ struct spin_fs {
 	.type = "xfs", .mkfs = SPIN_MKFS_XFS, .dir = (mnt), .seed = (pattern_seed) }
 
 /*
- * Makes the filesystem, mounts it with mount(2) @flags and fills in the rest
- * of @fs; spin_restore() unmounts it. 0, or -1 with errno: ENODEV when the
+ * Finds the disk of @fs and fills in dev, disk, stat and lbs: 0, or -1 with
+ * errno ENODEV (no such disk) or ERANGE (see spin_fs_setup()).
+ */
+int spin_fs_find(struct spin_fs *fs);
+/*
+ * spin_fs_find(), then makes the filesystem, mounts it with mount(2) @flags
+ * and fills in path; spin_restore() unmounts it. 0, or -1 with errno: ENODEV when the
  * rig has no disk with that serial (the test skips: SPIN_SKIP_MISSING()),
  * EIO when mkfs failed, ERANGE when the logical block size is not 512 to
  * 4096 bytes, or mount's error.
