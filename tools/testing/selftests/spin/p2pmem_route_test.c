@@ -39,6 +39,7 @@ static struct spin_fs all[] = {
 	SPIN_FS_EXT4("/mnt/pm-ext4", 301),
 	SPIN_FS_XFS("/mnt/pm-xfs", 401),
 };
+
 static int made[ARRAY_SIZE(all)];	/* 0 made, else the errno of spin_fs_setup() */
 static char gpu[PATH_MAX];
 
@@ -78,9 +79,9 @@ FIXTURE_SETUP(p2pmem)
 	self->fs = &all[variant->fs];
 	if (made[variant->fs] == ENODEV)
 		SKIP(return, "not on the spin rig: no disk %s", self->fs->serial);
-	ASSERT_EQ(0, made[variant->fs]) TH_LOG("%s on %s (%s): %s", self->fs->type,
-						 self->fs->dev, self->fs->serial,
-						 strerror(made[variant->fs]));
+	ASSERT_EQ(0, made[variant->fs])
+		TH_LOG("%s on %s (%s): %s", self->fs->type, self->fs->dev, self->fs->serial,
+		       strerror(made[variant->fs]));
 	self->map = map_p2pmem();
 	ASSERT_NE(MAP_FAILED, self->map) TH_LOG("mmap p2pmem/allocate: %s", strerror(errno));
 	self->host = spin_alloc_aligned(MAP_LEN);
@@ -138,8 +139,8 @@ TEST_F_TIMEOUT(p2pmem, buffered_pwrite_p2p, TIMEOUT)
 	n = pwrite(self->fd, self->map + pos, len, pos);
 	p1 = spin_stat_get(self->fs->stat, "write_bytes_p2p");
 	ASSERT_EQ((ssize_t)len, n) TH_LOG("pwrite: %zd (%s)", n, strerror(errno));
-	ASSERT_EQ((long long)body, p1 - p0) TH_LOG("P2P bytes %lld, want %llu", p1 - p0,
-					(unsigned long long)body);
+	ASSERT_EQ((long long)body, p1 - p0)
+		TH_LOG("P2P bytes %lld, want %llu", p1 - p0, (unsigned long long)body);
 	ASSERT_EQ(0, spin_uncache(self->fd));
 	ASSERT_EQ((ssize_t)len, pread(self->fd, self->host, len, pos));
 	ASSERT_GT(0, spin_pattern_check(self->host, pos, len, seed))
