@@ -43,7 +43,6 @@
 #define FILE_LEN (12 * MiB + 1234)
 #define POS 8192UL			/* file offset of the requests: aligned, so */
 #define LEN (4 * MiB)			/* that a write from one buffer goes direct */
-#define SPIN_SYS "/sys/kernel/spin"
 #define RAW_OFF (256 * MiB)		/* passthrough: raw disk offset */
 #define RAW_MAX (1 * MiB)		/* passthrough: at most this per command */
 
@@ -390,14 +389,14 @@ int main(void)
 		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
 		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/async-ext4", .seed = 41 },
 		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/async-xfs", .seed = 51 },
+		  .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/async-xfs", .seed = 51 },
 	};
 	int heap, buf;
 
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(all) * 9 + 4);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	host = spin_alloc_aligned(FILE_LEN + 4096);
 	if (gmem == MAP_FAILED || !host)

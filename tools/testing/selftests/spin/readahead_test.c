@@ -64,7 +64,6 @@
 #define MiB (1024 * KiB)
 #define PG 4096UL
 #define GPU_LEN (64 * MiB)
-#define SPIN_SYS "/sys/kernel/spin"
 #define LIMIT 512			/* the partition's default, in pages */
 #define STREAMS 4
 
@@ -1245,7 +1244,7 @@ int main(void)
 		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
 		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/ra-ext4", .seed = 91 },
 		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/ra-xfs", .seed = 92 },
+		  .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/ra-xfs", .seed = 92 },
 	};
 	int heap, buf;
 
@@ -1256,7 +1255,7 @@ int main(void)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	host = spin_alloc_aligned(16 * MiB);
 	if (gmem == MAP_FAILED || !host)

@@ -68,7 +68,6 @@
 #define SRC 0			/* GPU offset of write sources */
 #define BACK (32 * MiB)		/* GPU offset of read-backs */
 #define HOST_LEN (32 * MiB)
-#define SPIN_SYS "/sys/kernel/spin"
 #define EVENT "/sys/kernel/tracing/events/spin/spin_route_write/enable"
 #define TRACE "/sys/kernel/tracing/trace"
 
@@ -1145,7 +1144,7 @@ static void test_disk_fallbacks(void)
 		  "write_fallback_no_bdev", 0 },
 		{ "ext4 on spin-nvme2 (no P2P path)", SPIN_NVME2_SERIAL, "ext4",
 		  SPIN_MKFS_EXT4, "/mnt/wr-far", "write_fallback_distance", 0 },
-		{ "xfs on spin-vblk (no P2PDMA queue)", SPIN_VBLK_SERIAL, "xfs", "mkfs.xfs -q -f",
+		{ "xfs on spin-vblk (no P2PDMA queue)", SPIN_VBLK_SERIAL, "xfs", SPIN_MKFS_XFS,
 		  "/mnt/wr-vblk", "write_fallback_queue", 1 },
 	};
 
@@ -1217,7 +1216,7 @@ int main(void)
 		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
 		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/wr-ext4", .seed = 101 },
 		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/wr-xfs", .seed = 201 },
+		  .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/wr-xfs", .seed = 201 },
 	};
 	int heap, buf;
 
@@ -1228,7 +1227,7 @@ int main(void)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	host = spin_alloc_aligned(HOST_LEN);
 	if (gmem == MAP_FAILED || !host)
