@@ -98,6 +98,16 @@ void spin_restore(void);
 #define SPIN_SKIP_MISSING(fmt, ...) \
 	ksft_exit_skip("not on the spin rig: " fmt "\n", ##__VA_ARGS__)
 
+/* spin_fs_setup(), or the program skips (no such disk) or fails. */
+#define SPIN_FS_SETUP_OR_EXIT(fs, flags) do {						\
+	if (spin_fs_setup(fs, flags)) {							\
+		if (errno == ENODEV)							\
+			SPIN_SKIP_MISSING("no block device with serial %s", (fs)->serial); \
+		ksft_exit_fail_msg("%s on %s (%s): %s\n", (fs)->type, (fs)->dev,	\
+				   (fs)->serial, strerror(errno));			\
+	}									\
+} while (0)
+
 double spin_now(void);
 int spin_uncache(int fd);
 int spin_write_uncached(int fd, const void *buf, size_t len, off_t off);
