@@ -53,7 +53,8 @@ static int make_file(const char *path, size_t pages, uint64_t seed)
  * Read the file @fd ([0, @len), as @ffs) into GPU memory and compare with
  * @expect; with @all_p2p every byte must have gone by P2P.
  */
-static void read_expect(struct router_fs *ffs, int fd, size_t len, const uint8_t *expect, int all_p2p,
+static void read_expect(struct router_fs *ffs, int fd, size_t len, const uint8_t *expect,
+			int all_p2p,
 			struct res *r, const char *label)
 {
 	struct range rg = { 0, len };
@@ -646,7 +647,8 @@ int main(void)
 		/* The tests make their own files: the data file is small. */
 		fs_setup(fs, SMALL_LEN);
 		ksft_print_msg("%s on %s (%s, direct-I/O block %lld, memory alignment %lld)\n",
-			       fs->base.type, fs->base.dev, fs->base.serial, fs->lbs, fs->dma_align);
+			       fs->base.type, fs->base.dev, fs->base.serial, fs->lbs,
+			       fs->dma_align);
 		STEP(consistency(fs));
 		STEP(con_phase(fs, "auto", 0));
 		STEP(con_phase(fs, "p2p", 0));

@@ -52,7 +52,8 @@ static void fallback(struct router_fs *fs, int reason, const char *what)
 		long long first = c[i].pos / PG;
 		size_t np = div_up(c[i].pos + (long long)c[i].len, PG) - first;
 
-		snprintf(label, sizeof(label), "%s: %zu B at %lld, %d%% cached, mode %s", fs->base.name,
+		snprintf(label, sizeof(label), "%s: %zu B at %lld, %d%% cached, mode %s",
+			 fs->base.name,
 			 c[i].len, c[i].pos, c[i].rz, c[i].mode);
 		rz_fill(c[i].rz, want, np, 0);
 		r.runs++;
@@ -69,7 +70,8 @@ static void fallback(struct router_fs *fs, int reason, const char *what)
 		n = pread(fs->fd, gmem + goff, c[i].len, c[i].pos);
 		if (n != (ssize_t)c[i].len)
 			fail(&r, label, "returned %zd", n);
-		else if (spin_gpu_check(gpu, gmem + goff, n, fs->base.seed, c[i].pos, why, sizeof(why)))
+		else if (spin_gpu_check(gpu, gmem + goff, n, fs->base.seed, c[i].pos, why,
+					sizeof(why)))
 			fail(&r, label, "GPU memory: %s", why);
 		check_guards(goff, c[i].len, &r, label);
 		if (!obs_end(fs, &o, &rg, 1, &r, label)) {

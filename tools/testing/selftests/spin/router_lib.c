@@ -481,7 +481,7 @@ unsigned int route_reasons(const struct obs *o)
 
 /* ---- GPU destinations -------------------------------------------------- */
 
-uint8_t poison_buf[GUARD];
+static uint8_t poison_buf[GUARD];
 
 void poison(size_t goff, size_t len)
 {

@@ -131,11 +131,10 @@ struct agg {
 enum { RZ_ALT = 101, RZ_RANDOM = 102 };
 
 extern char gpu[PATH_MAX];
-extern uint8_t *gmem;		/* the GPU buffer, GPU_LEN bytes */
-extern uint8_t *host;		/* host scratch, 8 MiB */
+/* the GPU buffer, GPU_LEN bytes; host scratch, 8 MiB */
+extern uint8_t *gmem, *host;
 extern char mode[16];		/* what this program last set */
 extern char knob_disk[80];	/* the disk whose knobs the tests change: spin-nvme0's */
-extern uint8_t poison_buf[GUARD];
 
 __printf(3, 4) void fail(struct res *r, const char *label, const char *fmt, ...);
 int sys_write(const char *path, const char *val);

@@ -139,10 +139,12 @@ static void read_matrix(struct router_fs *fs)
 
 	ksft_test_result(!data_al.bad,
 			 "%s: aligned, 7 residencies x 4 KiB..8 MiB, 64 MiB: bytes (%d reads, %d bad: %s)\n",
-			 fs->base.name, data_al.runs, data_al.bad, data_al.bad ? data_al.why : "ok");
+			 fs->base.name, data_al.runs, data_al.bad,
+			 data_al.bad ? data_al.why : "ok");
 	ksft_test_result(!data_un.bad,
 			 "%s: unaligned file/GPU offsets, 1 B..64 MiB: bytes (%d reads, %d bad: %s)\n",
-			 fs->base.name, data_un.runs, data_un.bad, data_un.bad ? data_un.why : "ok");
+			 fs->base.name, data_un.runs, data_un.bad,
+			 data_un.bad ? data_un.why : "ok");
 	if (!a.mixed)
 		fail(&a.route, fs->base.name, "no read was split between the page cache and P2P");
 	ksft_test_result(!a.route.bad,
@@ -155,7 +157,8 @@ static void read_matrix(struct router_fs *fs)
 	if (!a.n_uncached)
 		fail(&a.uncached, fs->base.name, "no uncached aligned read observed");
 	ksft_test_result(!a.uncached.bad,
-			 "%s: uncached aligned reads: all bytes by P2P (%d reads): %s\n", fs->base.name,
+			 "%s: uncached aligned reads: all bytes by P2P (%d reads): %s\n",
+			 fs->base.name,
 			 a.n_uncached, a.uncached.bad ? a.uncached.why : "ok");
 	ksft_test_result(!a.rules.bad,
 			 "%s: page cache for cached pages and unaligned head/tail only; misaligned GPU offsets fall back: %s\n",
@@ -408,7 +411,8 @@ static void queue_overlap_one(struct router_fs *fs, const char *overlap, long lo
 	ssize_t n;
 	int ret;
 
-	snprintf(label, sizeof(label), "%s: 9 uncached pages 20 apart, p2p_overlap %s", fs->base.name,
+	snprintf(label, sizeof(label), "%s: 9 uncached pages 20 apart, p2p_overlap %s",
+		 fs->base.name,
 		 overlap);
 	*segs = -1;
 	for (size_t i = 0; i < npages; i++)
@@ -451,12 +455,15 @@ static void queue_overlap(struct router_fs *fs)
 	if (!r.bad && none != 1)
 		fail(&r, fs->base.name, "p2p_overlap 100: %lld P2P segments, want 1", none);
 	if (!r.bad && !sync && eight <= 1)
-		fail(&r, fs->base.name, "p2p_overlap 800: %lld P2P segments, want more than 1", eight);
+		fail(&r, fs->base.name, "p2p_overlap 800: %lld P2P segments, want more than 1",
+		     eight);
 	if (!r.bad && sync && eight != 1)
-		fail(&r, fs->base.name, "p2p_overlap 800, synchronous legs: %lld P2P segments, want 1",
+		fail(&r, fs->base.name,
+		     "p2p_overlap 800, synchronous legs: %lld P2P segments, want 1",
 		     eight);
 	ksft_test_result(!r.bad, "%s: p2p_overlap 100 -> %lld P2P leg(s), 800 -> %lld%s: %s\n",
-			 fs->base.name, none, eight, sync ? " (synchronous legs: serial model)" : "",
+			 fs->base.name, none, eight,
+			 sync ? " (synchronous legs: serial model)" : "",
 			 r.bad ? r.why : "ok");
 }
 
@@ -634,7 +641,8 @@ static void modes(struct router_fs *fs)
 		long long first = c[i].pos / PG;
 		size_t np = div_up(c[i].pos + (long long)MiB, PG) - first;
 
-		snprintf(label, sizeof(label), "%s: mode %s, 1 MiB at %lld, %d%% cached", fs->base.name,
+		snprintf(label, sizeof(label), "%s: mode %s, 1 MiB at %lld, %d%% cached",
+			 fs->base.name,
 			 c[i].mode, c[i].pos, c[i].rz);
 		rz_fill(c[i].rz, want, np, 0);
 		if (set_residency(fs, first, np, want, why, sizeof(why))) {
@@ -694,7 +702,8 @@ int main(void)
 
 		fs_setup(fs, DATA_LEN);
 		ksft_print_msg("%s on %s (%s, direct-I/O block %lld, memory alignment %lld)\n",
-			       fs->base.type, fs->base.dev, fs->base.serial, fs->lbs, fs->dma_align);
+			       fs->base.type, fs->base.dev, fs->base.serial, fs->lbs,
+			       fs->dma_align);
 		STEP(read_matrix(fs));
 		STEP(eof_reads(fs));
 		STEP(preadv_mixed(fs));

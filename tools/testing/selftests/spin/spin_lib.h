@@ -47,7 +47,7 @@ struct spin_fs {
 	const char *type;	/* for mount(2) */
 	const char *mkfs;	/* mkfs command line; the device is appended */
 	const char *dir;	/* mount point */
-	uint64_t seed;		/* the test pattern of its files */
+	unsigned long long seed;	/* the test pattern of its files */
 	char dev[80];		/* /dev/nvmeXnY */
 	char disk[80];		/* nvmeXnY */
 	char stat[PATH_MAX];	/* /sys/block/<disk>/spin/stat */
@@ -100,11 +100,13 @@ void spin_restore(void);
 
 /* spin_fs_setup(), or the program skips (no such disk) or fails. */
 #define SPIN_FS_SETUP_OR_EXIT(fs, flags) do {						\
-	if (spin_fs_setup(fs, flags)) {							\
+	struct spin_fs *fs_ = (fs);							\
+											\
+	if (spin_fs_setup(fs_, flags)) {						\
 		if (errno == ENODEV)							\
-			SPIN_SKIP_MISSING("no block device with serial %s", (fs)->serial); \
-		ksft_exit_fail_msg("%s on %s (%s): %s\n", (fs)->type, (fs)->dev,	\
-				   (fs)->serial, strerror(errno));			\
+			SPIN_SKIP_MISSING("no block device with serial %s", fs_->serial); \
+		ksft_exit_fail_msg("%s on %s (%s): %s\n", fs_->type, fs_->dev,		\
+				   fs_->serial, strerror(errno));			\
 	}									\
 } while (0)
 
