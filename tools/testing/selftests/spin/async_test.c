@@ -43,7 +43,6 @@
 #define FILE_LEN (12 * MiB + 1234)
 #define POS 8192UL			/* file offset of the requests: aligned, so */
 #define LEN (4 * MiB)			/* that a write from one buffer goes direct */
-#define SPIN_SYS "/sys/kernel/spin"
 #define RAW_OFF (256 * MiB)		/* passthrough: raw disk offset */
 #define RAW_MAX (1 * MiB)		/* passthrough: at most this per command */
 
@@ -61,14 +60,8 @@ static uint8_t *gaddr(size_t base, uint64_t pos)
 	return gmem + base + pos % 4096;
 }
 
-struct fs {
-	const char *name, *serial, *type, *mkfs, *dir;
-	char dev[64], disk[32], stat[PATH_MAX], path[PATH_MAX];
-	uint64_t seed;
-};
-
 /* The test file: FILE_LEN bytes of pattern fs->seed, uncached. */
-static int fresh_file(struct fs *fs)
+static int fresh_file(struct spin_fs *fs)
 {
 	int fd = open(fs->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 
@@ -85,7 +78,7 @@ static int fresh_file(struct fs *fs)
  * Checks the file after a write of pattern @seed at POS..+LEN: by CPU reads
  * of the uncached file, the old pattern around it.
  */
-static int written_ok(struct fs *fs, int fd, uint64_t seed, char *why, size_t wl)
+static int written_ok(struct spin_fs *fs, int fd, uint64_t seed, char *why, size_t wl)
 {
 	ssize_t bad;
 
@@ -151,7 +144,7 @@ static long long submit(int uring, enum op op, int fd)
 	return ret;
 }
 
-static void test_op(struct fs *fs, int uring, enum op op)
+static void test_op(struct spin_fs *fs, int uring, enum op op)
 {
 	int write = op == WRITE_ONE || op == WRITE_VEC, vec = op == READ_VEC || op == WRITE_VEC;
 	const char *ctr = write ? "write_bytes_p2p" : "bytes_p2p";
@@ -206,7 +199,7 @@ static void test_op(struct fs *fs, int uring, enum op op)
 }
 
 /* Eight 1 MiB reads at different offsets in flight in one io_uring_enter(). */
-static void test_uring_depth(struct fs *fs)
+static void test_uring_depth(struct spin_fs *fs)
 {
 	int res[8], fd = fresh_file(fs), ok = fd >= 0;
 	char why[256] = "ok";
@@ -386,18 +379,16 @@ static void test_passthru(void)
 
 int main(void)
 {
-	struct fs all[] = {
-		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/async-ext4", .seed = 41 },
-		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/async-xfs", .seed = 51 },
+	struct spin_fs all[] = {
+		SPIN_FS_EXT4("/mnt/async-ext4", 41),
+		SPIN_FS_XFS("/mnt/async-xfs", 51),
 	};
 	int heap, buf;
 
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(all) * 9 + 4);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	host = spin_alloc_aligned(FILE_LEN + 4096);
 	if (gmem == MAP_FAILED || !host)
@@ -408,18 +399,15 @@ int main(void)
 	/* Below any file system first: the raw blocks are outside them anyway. */
 	test_passthru();
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		struct fs *fs = &all[i];
+		struct spin_fs *fs = &all[i];
 
-		if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, 0, fs->dev,
-				 sizeof(fs->dev), fs->disk, sizeof(fs->disk)))
-			ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->serial, strerror(errno));
-		snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
+		SPIN_FS_SETUP_OR_EXIT(fs, 0);
 		snprintf(fs->path, sizeof(fs->path), "%s/f", fs->dir);
 		for (int uring = 1; uring >= 0; uring--)
 			for (int op = READ_ONE; op <= WRITE_VEC; op++)
 				test_op(fs, uring, op);
 		test_uring_depth(fs);
-		if (umount(fs->dir))
+		if (spin_fs_unmount(fs))
 			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
 	}
 	munmap(gmem, GPU_LEN);

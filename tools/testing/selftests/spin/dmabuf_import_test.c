@@ -48,7 +48,7 @@ int main(void)
 	if (spin_gpu_find(gpu, sizeof(gpu)) ||
 	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
 	    spin_nvme_pcidir(SPIN_NVME2_SERIAL, nvme2, sizeof(nvme2)))
-		ksft_exit_fail_msg("rig devices not found\n");
+		SPIN_SKIP_MISSING("rig devices not found");
 	heap = spin_heap_open(gpu);
 	buf = heap < 0 ? -1 : spin_heap_alloc(heap, 4 * MiB, O_RDWR | O_CLOEXEC, 0);
 	if (buf < 0)

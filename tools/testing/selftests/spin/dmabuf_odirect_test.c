@@ -142,7 +142,7 @@ int main(void)
 	if (spin_gpu_find(gpu, sizeof(gpu)) ||
 	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
 	    spin_nvme_blockdev(SPIN_NVME1_SERIAL, dev1, sizeof(dev1)))
-		ksft_exit_fail_msg("rig devices not found\n");
+		SPIN_SKIP_MISSING("rig devices not found");
 	heap = spin_heap_open(gpu);
 	buf = heap < 0 ? -1 : spin_heap_alloc(heap, BUF_LEN, O_RDWR | O_CLOEXEC, 0);
 	p = buf < 0 ? MAP_FAILED : mmap(NULL, BUF_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
@@ -163,7 +163,7 @@ int main(void)
 	read_matrix("ext4", fd, p, 32);
 	write_back("ext4", fd, p);
 	close(fd);
-	fd = fs_file("mkfs.xfs -q -f", "xfs", dev1, "/mnt/xfs");
+	fd = fs_file(SPIN_MKFS_XFS, "xfs", dev1, "/mnt/xfs");
 	read_matrix("xfs", fd, p, 32);
 	write_back("xfs", fd, p);
 	close(fd);

@@ -535,7 +535,7 @@ int main(void)
 	struct fs ext4 = { .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
 			   .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/fp-ext4", .seed = 501 };
 	struct fs xfs = { .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-			  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/fp-xfs", .seed = 502 };
+			  .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/fp-xfs", .seed = 502 };
 	char ra[32];
 	int heap;
 
@@ -543,7 +543,7 @@ int main(void)
 	ksft_print_header();
 	ksft_set_plan(17);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
 		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
 	if (spin_read_file("/sys/kernel/spin/ra_partition_pages", ra, sizeof(ra)) || !atoi(ra))

@@ -102,7 +102,7 @@ static void fs_setup(struct fs *fs)
 	int fd;
 
 	if (spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)))
-		ksft_exit_fail_msg("no block device with serial %s\n", fs->serial);
+		SPIN_SKIP_MISSING("no block device with serial %s", fs->serial);
 	slash = strrchr(fs->dev, '/');
 	snprintf(fs->disk, sizeof(fs->disk), "%s", slash + 1);
 	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
@@ -250,7 +250,7 @@ int main(void)
 		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
 		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/fault-ext4", .seed = 71 },
 		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/fault-xfs", .seed = 72 },
+		  .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/fault-xfs", .seed = 72 },
 	};
 	long long avail0, avail1;
 	int heap, buf;
@@ -262,7 +262,7 @@ int main(void)
 	if (access(FAIL_DIR, F_OK))
 		ksft_exit_fail_msg("%s is missing: a kernel without FAIL_MAKE_REQUEST\n", FAIL_DIR);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	host = spin_alloc_aligned(FILE_LEN);
 	avail0 = p2pmem_available();
 	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);

@@ -282,7 +282,7 @@ int main(void)
 		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
 		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/fio-ext4" },
 		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/fio-xfs" },
+		  .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/fio-xfs" },
 	};
 	char gpu[PATH_MAX], mem[PATH_MAX + 32];
 	int plan = 0;
@@ -294,7 +294,7 @@ int main(void)
 			plan += !!job_on(&all[f], &all[0], j);
 	ksft_set_plan(plan);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	snprintf(mem, sizeof(mem), "%s/p2pmem/allocate", gpu);
 	if (setenv("SPIN_FIO_MEM", mem, 1) ||
 	    spin_write_file("/sys/kernel/spin/mode", "auto"))

@@ -64,22 +64,14 @@
 #define MiB (1024 * KiB)
 #define PG 4096UL
 #define GPU_LEN (64 * MiB)
-#define SPIN_SYS "/sys/kernel/spin"
 #define LIMIT 512			/* the partition's default, in pages */
 #define STREAMS 4
-
-struct fs {
-	const char *name, *serial, *type, *mkfs, *dir;
-	char dev[64], disk[32], stat[PATH_MAX];
-	uint64_t seed;
-};
 
 static char gpu[PATH_MAX];
 static uint8_t *gmem;		/* GPU memory, GPU_LEN bytes */
 static uint8_t *host;		/* host scratch, 16 MiB */
 static char limit_saved[64];
 static pid_t main_pid;
-static const char *mounted[2];	/* unmounted at exit, whatever happens */
 
 static int set_limit(long long pages)
 {
@@ -95,9 +87,6 @@ static void restore(void)
 		return;
 	if (limit_saved[0])
 		spin_write_file(SPIN_SYS "/ra_partition_pages", limit_saved);
-	for (size_t i = 0; i < ARRAY_SIZE(mounted); i++)
-		if (mounted[i] && umount(mounted[i]))
-			ksft_print_msg("umount %s: %s\n", mounted[i], strerror(errno));
 }
 
 /* tracefs, mounted if it is not yet. */
@@ -151,7 +140,7 @@ fail:
 	return -1;
 }
 
-static int make_named(const struct fs *fs, const char *name, size_t pages, uint64_t seed,
+static int make_named(const struct spin_fs *fs, const char *name, size_t pages, uint64_t seed,
 		      char *path)
 {
 	snprintf(path, PATH_MAX, "%s/%s", fs->dir, name);
@@ -186,7 +175,7 @@ static int gpu_ok(size_t goff, size_t len, uint64_t seed, uint64_t poff, char *w
 /* ---- one stream, and the bound ----------------------------------------- */
 
 /* Prints the runs of resident pages in @vec (from mincore()) of @pages pages. */
-static void print_runs(const struct fs *fs, const unsigned char *vec, size_t pages)
+static void print_runs(const struct spin_fs *fs, const unsigned char *vec, size_t pages)
 {
 	for (size_t i = 0; i < pages; i++) {
 		size_t j = i;
@@ -320,7 +309,7 @@ static void bound_end(struct bound *b)
 	rmdir(BOUND_TRACE);
 }
 
-static void one_stream(struct fs *fs)
+static void one_stream(struct spin_fs *fs)
 {
 	size_t pages = 10 * LIMIT, len = pages * PG;
 	struct bound b = { .nr = 1, .pages = pages };
@@ -414,7 +403,7 @@ static void one_stream(struct fs *fs)
  * the stream alone. Before, such a copy took the folio into the page cache
  * for good, outside the bound.
  */
-static void test_cached_readers(struct fs *fs)
+static void test_cached_readers(struct spin_fs *fs)
 {
 	size_t pages = 10 * LIMIT;
 	static unsigned char vec[10 * LIMIT];
@@ -504,7 +493,7 @@ static void test_cached_readers(struct fs *fs)
  * them from the page cache under the pipe, as it must not drop a folio
  * pinned for DMA. Once the pipe has been read and closed, they go.
  */
-static void test_spliced(struct fs *fs)
+static void test_spliced(struct spin_fs *fs)
 {
 	size_t pages = 10 * LIMIT, first = 64, spliced = 16;
 	char path[PATH_MAX], why[256] = "ok";
@@ -592,7 +581,7 @@ out:
  * what it sees without spin: the folio its read ends in is dropped with the
  * others it read, even when the read ends inside it.
  */
-static void test_dontcache(struct fs *fs)
+static void test_dontcache(struct spin_fs *fs)
 {
 	char path[PATH_MAX], why[256] = "ok";
 	unsigned char vec[16];
@@ -622,7 +611,7 @@ static void test_dontcache(struct fs *fs)
 
 /* ---- four streams ------------------------------------------------------- */
 
-static void four_streams(struct fs *fs)
+static void four_streams(struct spin_fs *fs)
 {
 	size_t pages = 4 * LIMIT, len = pages * PG;
 	struct bound b = { .nr = STREAMS, .pages = pages };
@@ -709,7 +698,7 @@ static void four_streams(struct fs *fs)
 /* ---- promotion and eviction ------------------------------------------- */
 
 /* A GPU stream over a fresh file of 4 * the limit: evicts all older entries. */
-static int pressure(struct fs *fs, long long limit)
+static int pressure(struct spin_fs *fs, long long limit)
 {
 	char path[PATH_MAX];
 	int fd = make_named(fs, "pressure", 4 * limit, fs->seed + 40, path);
@@ -723,7 +712,7 @@ static int pressure(struct fs *fs, long long limit)
 	return n == 4 * limit * (long long)PG ? 0 : -1;
 }
 
-static void test_promotion(struct fs *fs)
+static void test_promotion(struct spin_fs *fs)
 {
 	const size_t pages = 256;
 	long long prom0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_promoted");
@@ -784,7 +773,7 @@ out:
 
 /* ---- fadvise ------------------------------------------------------------ */
 
-static void test_advice(struct fs *fs)
+static void test_advice(struct spin_fs *fs)
 {
 	char path[PATH_MAX], why[256], v[PATH_MAX];
 	const size_t pages = 1024;
@@ -874,7 +863,7 @@ static void test_advice(struct fs *fs)
  * on: no read-ahead request misses, at least one window is bridged and at
  * most one per uncached chunk.
  */
-static void test_bridge(struct fs *fs)
+static void test_bridge(struct spin_fs *fs)
 {
 	const size_t chunk = 64, nchunks = 16, pages = chunk * nchunks, len = pages * PG;
 	long long req0, hit0, p2p0, br0, req1, hit1, p2p1, br1, done;
@@ -939,7 +928,7 @@ static void test_bridge(struct fs *fs)
 
 /* ---- dirty pages -------------------------------------------------------- */
 
-static void test_dirty(struct fs *fs)
+static void test_dirty(struct spin_fs *fs)
 {
 	const size_t pages = 64;
 	char path[PATH_MAX], why[256];
@@ -982,7 +971,7 @@ static void test_dirty(struct fs *fs)
  * later, entries held after a stream's last read stayed held until the next
  * stream woke the evictor.
  */
-static void test_held(struct fs *fs)
+static void test_held(struct spin_fs *fs)
 {
 	size_t pages = 4 * LIMIT, len = pages * PG;
 	struct bound b = { .nr = 1, .pages = pages };
@@ -1059,7 +1048,7 @@ static int gpu_read_counted(int fd, struct read_counts *c)
  * the four streams before had left more pages held than the test's limit of
  * 64, and every leg read through the plain page cache (ra_legs_no_room).
  */
-static void test_held_limit(struct fs *fs)
+static void test_held_limit(struct spin_fs *fs)
 {
 	const size_t pages = 4 * LIMIT, small = 64;
 	char path[PATH_MAX], path2[PATH_MAX], path3[PATH_MAX], path4[PATH_MAX];
@@ -1139,7 +1128,7 @@ static void test_held_limit(struct fs *fs)
 
 /* ---- truncate and hole punch under a stream --------------------------- */
 
-static void test_punch(struct fs *fs)
+static void test_punch(struct spin_fs *fs)
 {
 	const size_t pages = 4096, len = pages * PG, cut = 12 * MiB;
 	char path[PATH_MAX], why[256];
@@ -1194,7 +1183,7 @@ static void test_punch(struct fs *fs)
 
 /* ---- the knob ---------------------------------------------------------- */
 
-static void test_knob(struct fs *fs)
+static void test_knob(struct spin_fs *fs)
 {
 	static const char *const bad[] = { "\n", "abc", "-1", "262145", "1 2",
 					   "18446744073709551616" };
@@ -1227,25 +1216,11 @@ static void test_knob(struct fs *fs)
 	unlink(path);
 }
 
-/* ---- setup -------------------------------------------------------------- */
-
-static void fs_setup(struct fs *fs, int slot)
-{
-	if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, 0, fs->dev, sizeof(fs->dev),
-			 fs->disk, sizeof(fs->disk)))
-		ksft_exit_fail_msg("%s on %s (%s): %s\n", fs->type, fs->dev, fs->serial,
-				   strerror(errno));
-	mounted[slot] = fs->dir;
-	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
-}
-
 int main(void)
 {
-	struct fs all[] = {
-		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/ra-ext4", .seed = 91 },
-		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/ra-xfs", .seed = 92 },
+	struct spin_fs all[] = {
+		SPIN_FS_EXT4("/mnt/ra-ext4", 91),
+		SPIN_FS_XFS("/mnt/ra-xfs", 92),
 	};
 	int heap, buf;
 
@@ -1256,7 +1231,7 @@ int main(void)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	host = spin_alloc_aligned(16 * MiB);
 	if (gmem == MAP_FAILED || !host)
@@ -1267,9 +1242,9 @@ int main(void)
 	atexit(restore);
 
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		struct fs *fs = &all[i];
+		struct spin_fs *fs = &all[i];
 
-		fs_setup(fs, i);
+		SPIN_FS_SETUP_OR_EXIT(fs, 0);
 		ksft_print_msg("%s on %s (%s)\n", fs->type, fs->dev, fs->serial);
 		one_stream(fs);
 		four_streams(fs);
@@ -1287,8 +1262,7 @@ int main(void)
 			test_held(fs);
 			test_held_limit(fs);
 		}
-		mounted[i] = NULL;
-		if (umount(fs->dir))
+		if (spin_fs_unmount(fs))
 			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
 	}
 	munmap(gmem, GPU_LEN);

@@ -40,7 +40,6 @@
 #define KiB 1024UL
 #define MiB (1024 * KiB)
 #define GPU_LEN (16 * MiB)
-#define SPIN_SYS "/sys/kernel/spin"
 #define GSTAT SPIN_SYS "/stat"
 
 static char gpu[PATH_MAX];
@@ -333,7 +332,7 @@ int main(void)
 	ksft_set_plan(4);
 	signal(SIGXFSZ, SIG_IGN);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	host = spin_alloc_aligned(8 * MiB);
 	if (gmem == MAP_FAILED || !host)
@@ -342,7 +341,7 @@ int main(void)
 		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
 	atexit(restore);
 
-	mkfs_mount(SPIN_NVME1_SERIAL, "mkfs.xfs -q -f", "xfs", "/mnt/rb-xfs", 0, dev1,
+	mkfs_mount(SPIN_NVME1_SERIAL, SPIN_MKFS_XFS, "xfs", "/mnt/rb-xfs", 0, dev1,
 		   sizeof(dev1));
 	test_top();
 	test_internal();

@@ -79,7 +79,7 @@ static struct fs all[] = {
 	{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
 	  .mkfs = SPIN_MKFS_EXT4,
 	  .dir = "/mnt/soak-ext4", .seed = 901 },
-	{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs", .mkfs = "mkfs.xfs -q -f",
+	{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs", .mkfs = SPIN_MKFS_XFS,
 	  .dir = "/mnt/soak-xfs", .seed = 902 },
 };
 
@@ -490,7 +490,7 @@ static void fs_setup(struct fs *fs)
 	int fd;
 
 	if (spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)))
-		ksft_exit_fail_msg("no block device with serial %s\n", fs->serial);
+		SPIN_SKIP_MISSING("no block device with serial %s", fs->serial);
 	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
 	mkdir(fs->dir, 0755);
 	if (!h || system(cmd) || mount(fs->dev, fs->dir, fs->type, 0, NULL))
@@ -707,7 +707,7 @@ int main(void)
 	ksft_print_header();
 	ksft_set_plan(K_NR + 4);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		ksft_exit_fail_msg("shared memory: %s\n", strerror(errno));

@@ -7,10 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,11 +181,15 @@ int spin_write_file(const char *path, const char *val)
 {
 	int fd = open(path, O_WRONLY);
 	int ret = 0;
+	ssize_t n;
 
 	if (fd < 0)
 		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
+	n = write(fd, val, strlen(val));
+	if (n < 0)
 		ret = -errno;
+	else if (n != (ssize_t)strlen(val))
+		ret = -EIO;	/* a short write: sysfs takes all or nothing */
 	close(fd);
 	return ret;
 }
@@ -333,6 +339,180 @@ int spin_fs_make(const char *serial, const char *mkfs, const char *type, const c
 }
 
 /* The block device of the virtio-blk disk with @serial. */
+/*
+ * What spin_restore() gives back, in memory shared with the processes the
+ * program forks: set up before main() runs, in the program's first process,
+ * which is the one that restores.
+ */
+#define SAVED_MAX 64
+#define MOUNTS_MAX 8
+
+struct restore_record {
+	pid_t pid;
+	bool lock;
+	unsigned int nsaved, nmounts;
+	struct {
+		char path[PATH_MAX];
+		char val[128];
+	} saved[SAVED_MAX];
+	char mounts[MOUNTS_MAX][PATH_MAX];
+};
+
+static struct restore_record *record;
+
+static void record_lock(void)
+{
+	while (__atomic_test_and_set(&record->lock, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+static void record_unlock(void)
+{
+	__atomic_clear(&record->lock, __ATOMIC_RELEASE);
+}
+
+static void restore_at_exit(void)
+{
+	if (record && getpid() == record->pid)
+		spin_restore();
+}
+
+__attribute__((constructor)) static void record_init(void)
+{
+	record = mmap(NULL, sizeof(*record), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		      -1, 0);
+	if (record == MAP_FAILED) {
+		record = NULL;
+		return;
+	}
+	record->pid = getpid();
+	atexit(restore_at_exit);
+}
+
+int spin_sysfs_set(const char *path, const char *val)
+{
+	char old[sizeof(record->saved[0].val)];
+	unsigned int i;
+	int ret;
+
+	if (!record)
+		return -ENOMEM;
+	record_lock();
+	for (i = 0; i < record->nsaved; i++)
+		if (!strcmp(record->saved[i].path, path))
+			break;
+	if (i == record->nsaved) {
+		ret = spin_read_file(path, old, sizeof(old));
+		if (!ret && i == SAVED_MAX)
+			ret = -ENOSPC;
+		if (ret) {
+			record_unlock();
+			return ret;
+		}
+		snprintf(record->saved[i].path, sizeof(record->saved[i].path), "%s", path);
+		memcpy(record->saved[i].val, old, sizeof(old));
+		record->nsaved++;
+	}
+	record_unlock();
+	return spin_write_file(path, val);
+}
+
+void spin_restore(void)
+{
+	if (!record)
+		return;
+	record_lock();
+	while (record->nmounts) {
+		const char *dir = record->mounts[--record->nmounts];
+
+		/* Still busy (a file open at exit): detach, it goes when the program does. */
+		if (umount(dir) && errno != EINVAL) {
+			fprintf(stderr, "# umount %s: %s\n", dir, strerror(errno));
+			umount2(dir, MNT_DETACH);
+		}
+	}
+	while (record->nsaved) {
+		unsigned int i = --record->nsaved;
+		int ret = spin_write_file(record->saved[i].path, record->saved[i].val);
+
+		if (ret)
+			fprintf(stderr, "# restoring %s to %s: %s\n", record->saved[i].path,
+				record->saved[i].val, strerror(-ret));
+	}
+	record_unlock();
+}
+
+int spin_fs_find(struct spin_fs *fs)
+{
+	char path[PATH_MAX];
+	const char *slash;
+	long long lbs;
+
+	if (fs->virtio ? spin_virtio_blockdev(fs->serial, fs->dev, sizeof(fs->dev)) :
+			 spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev))) {
+		errno = ENODEV;
+		return -1;
+	}
+	slash = strrchr(fs->dev, '/');
+	snprintf(fs->disk, sizeof(fs->disk), "%s", slash ? slash + 1 : fs->dev);
+	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/logical_block_size", fs->disk);
+	lbs = spin_read_ll(path);
+	if (lbs < 512 || lbs > 4096) {
+		errno = ERANGE;
+		return -1;
+	}
+	fs->lbs = lbs;
+	return 0;
+}
+
+int spin_fs_setup(struct spin_fs *fs, unsigned long flags)
+{
+	char cmd[512];
+	int status;
+
+	if (!record || record->nmounts == MOUNTS_MAX) {
+		errno = ENOSPC;
+		return -1;
+	}
+	if (spin_fs_find(fs))
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
+	mkdir(fs->dir, 0755);
+	status = system(cmd);
+	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		errno = EIO;
+		return -1;
+	}
+	if (mount(fs->dev, fs->dir, fs->type, flags, NULL))
+		return -1;
+	record_lock();
+	snprintf(record->mounts[record->nmounts++], PATH_MAX, "%s", fs->dir);
+	record_unlock();
+	snprintf(fs->path, sizeof(fs->path), "%s/data", fs->dir);
+	return 0;
+}
+
+int spin_fs_unmount(struct spin_fs *fs)
+{
+	int ret = umount(fs->dir);
+
+	/* Unmounted now or not at all: spin_restore() tries again at exit if it failed. */
+	if (ret || !record)
+		return ret;
+	record_lock();
+	for (unsigned int i = record->nmounts; i-- > 0;) {
+		if (strcmp(record->mounts[i], fs->dir))
+			continue;
+		memmove(record->mounts[i], record->mounts[i + 1],
+			(record->nmounts - i - 1) * sizeof(record->mounts[0]));
+		record->nmounts--;
+		break;
+	}
+	record_unlock();
+	return 0;
+}
+
 int spin_virtio_blockdev(const char *serial, char *dev, size_t len)
 {
 	return blockdev("vd", "serial", serial, dev, len);

@@ -7,6 +7,7 @@
 #ifndef SPIN_LIB_H
 #define SPIN_LIB_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -30,6 +31,84 @@
  * the debug kernel (see spin_write_uncached()).
  */
 #define SPIN_MKFS_EXT4 "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0"
+#define SPIN_MKFS_XFS "mkfs.xfs -q -f"
+#define SPIN_SYS "/sys/kernel/spin"
+
+/*
+ * A filesystem on one of the rig's disks, the fixture most tests share: the
+ * test fills in the first fields (SPIN_FS_EXT4() and SPIN_FS_XFS() give the
+ * usual pair, ext4 on spin-nvme0 and xfs on spin-nvme1), spin_fs_setup()
+ * the rest.
+ */
+struct spin_fs {
+	const char *name;	/* names its results: "ext4", "xfs" */
+	const char *serial;	/* the disk's serial: NVMe, or virtio-blk with @virtio */
+	int virtio;
+	const char *type;	/* for mount(2) */
+	const char *mkfs;	/* mkfs command line; the device is appended */
+	const char *dir;	/* mount point */
+	unsigned long long seed;	/* the test pattern of its files */
+	char dev[80];		/* /dev/nvmeXnY */
+	char disk[80];		/* nvmeXnY */
+	char stat[PATH_MAX];	/* /sys/block/<disk>/spin/stat */
+	char path[PATH_MAX];	/* <dir>/data, the usual data file */
+	unsigned int lbs;	/* logical block size: the direct-I/O alignment */
+};
+
+#define SPIN_FS_EXT4(mnt, pattern_seed) { .name = "ext4", .serial = SPIN_NVME0_SERIAL,	\
+	.type = "ext4", .mkfs = SPIN_MKFS_EXT4, .dir = (mnt), .seed = (pattern_seed) }
+#define SPIN_FS_XFS(mnt, pattern_seed) { .name = "xfs", .serial = SPIN_NVME1_SERIAL,	\
+	.type = "xfs", .mkfs = SPIN_MKFS_XFS, .dir = (mnt), .seed = (pattern_seed) }
+
+/*
+ * Finds the disk of @fs and fills in dev, disk, stat and lbs: 0, or -1 with
+ * errno ENODEV (no such disk) or ERANGE (see spin_fs_setup()).
+ */
+int spin_fs_find(struct spin_fs *fs);
+/*
+ * spin_fs_find(), then makes the filesystem, mounts it with mount(2) @flags
+ * and fills in path; spin_restore() unmounts it. 0, or -1 with errno: ENODEV when the
+ * rig has no disk with that serial (the test skips: SPIN_SKIP_MISSING()),
+ * EIO when mkfs failed, ERANGE when the logical block size is not 512 to
+ * 4096 bytes, or mount's error.
+ */
+int spin_fs_setup(struct spin_fs *fs, unsigned long flags);
+/* Unmounts @fs before the end of the program: 0 or -1 with errno. */
+int spin_fs_unmount(struct spin_fs *fs);
+
+/*
+ * The state a program changes and must give back. spin_sysfs_set() records
+ * the value @path had before the program first changed it, then writes @val
+ * (0 or a negative errno, as spin_write_file()). spin_restore() writes every
+ * recorded value back, the last changed first, and unmounts the filesystems
+ * of spin_fs_setup(), the last mounted first. It runs when the program's
+ * first process exits; the record is shared with the processes it forks
+ * (the harness runs each test in a child), so what they change is given
+ * back too. A test calls it itself only to restore early.
+ */
+int spin_sysfs_set(const char *path, const char *val);
+void spin_restore(void);
+
+/*
+ * A device of the rig the test needs is missing: off the rig, the program
+ * skips (KSFT_SKIP, exit status 4) rather than fail. The rig's result parser
+ * counts a skip as a failure, so in the rig nothing is skipped silently.
+ * A macro, so that it uses the program's own kselftest.h counters.
+ */
+#define SPIN_SKIP_MISSING(fmt, ...) \
+	ksft_exit_skip("not on the spin rig: " fmt "\n", ##__VA_ARGS__)
+
+/* spin_fs_setup(), or the program skips (no such disk) or fails. */
+#define SPIN_FS_SETUP_OR_EXIT(fs, flags) do {						\
+	struct spin_fs *fs_ = (fs);							\
+											\
+	if (spin_fs_setup(fs_, flags)) {						\
+		if (errno == ENODEV)							\
+			SPIN_SKIP_MISSING("no block device with serial %s", fs_->serial); \
+		ksft_exit_fail_msg("%s on %s (%s): %s\n", fs_->type, fs_->dev,		\
+				   fs_->serial, strerror(errno));			\
+	}									\
+} while (0)
 
 double spin_now(void);
 int spin_uncache(int fd);

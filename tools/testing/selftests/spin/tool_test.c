@@ -417,7 +417,7 @@ int main(void)
 	struct disk far = { .what = "ext4 on spin-nvme2", .serial = SPIN_NVME2_SERIAL,
 			    .mkfs = SPIN_MKFS_EXT4, .type = "ext4", .dir = "/mnt/tool-far" };
 	struct disk vblk = { .what = "xfs on spin-vblk", .serial = SPIN_VBLK_SERIAL,
-			     .mkfs = "mkfs.xfs -q -f", .type = "xfs", .dir = "/mnt/tool-vblk",
+			     .mkfs = SPIN_MKFS_XFS, .type = "xfs", .dir = "/mnt/tool-vblk",
 			     .virtio = 1 };
 
 	ksft_print_header();
@@ -425,7 +425,7 @@ int main(void)
 	if (access(TOOL, X_OK))
 		ksft_exit_fail_msg("%s is missing from the initramfs\n", TOOL);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	gpu_bdf = strrchr(gpu, '/') ? strrchr(gpu, '/') + 1 : gpu;
 	mkdir("/mnt/tool-tmpfs", 0755);
 	if (disk_setup(&near) || disk_setup(&far) || disk_setup(&vblk) ||

@@ -68,22 +68,14 @@
 #define SRC 0			/* GPU offset of write sources */
 #define BACK (32 * MiB)		/* GPU offset of read-backs */
 #define HOST_LEN (32 * MiB)
-#define SPIN_SYS "/sys/kernel/spin"
 #define EVENT "/sys/kernel/tracing/events/spin/spin_route_write/enable"
 #define TRACE "/sys/kernel/tracing/trace"
 
-struct fs {
-	const char *name, *serial, *type, *mkfs, *dir;
-	char dev[64], disk[32], stat[PATH_MAX];
-	unsigned int lbs;	/* logical block size: the direct-I/O alignment */
-	uint64_t seed;
-};
 
 static char gpu[PATH_MAX];
 static uint8_t *gmem;		/* GPU memory, GPU_LEN bytes */
 static uint8_t *host;		/* host scratch, HOST_LEN bytes */
 static pid_t main_pid;
-static const char *mounted[2];
 
 static void restore(void)
 {
@@ -91,16 +83,13 @@ static void restore(void)
 		return;
 	spin_write_file(SPIN_SYS "/mode", "auto");
 	spin_write_file(EVENT, "0");
-	for (size_t i = 0; i < ARRAY_SIZE(mounted); i++)
-		if (mounted[i] && umount(mounted[i]))
-			ksft_print_msg("umount %s: %s\n", mounted[i], strerror(errno));
 }
 
 struct counts {
 	long long req, pc, p2p, fb_mode, fb_mis, fb_append, fb_split, ioerr;
 };
 
-static void counts(const struct fs *fs, struct counts *c)
+static void counts(const struct spin_fs *fs, struct counts *c)
 {
 	c->req = spin_stat_get(fs->stat, "write_requests");
 	c->pc = spin_stat_get(fs->stat, "write_bytes_pagecache");
@@ -173,7 +162,7 @@ static int zeros(const uint8_t *p, size_t len)
 	return 1;
 }
 
-static int open_new(const struct fs *fs, const char *name, int flags, char *path)
+static int open_new(const struct spin_fs *fs, const char *name, int flags, char *path)
 {
 	snprintf(path, PATH_MAX, "%s/%s", fs->dir, name);
 	unlink(path);
@@ -181,7 +170,7 @@ static int open_new(const struct fs *fs, const char *name, int flags, char *path
 }
 
 /* A file of @len bytes of pattern @seed, written from host memory and synced. */
-static int make_file(const struct fs *fs, const char *name, size_t len, uint64_t seed,
+static int make_file(const struct spin_fs *fs, const char *name, size_t len, uint64_t seed,
 		     char *path)
 {
 	int fd = open_new(fs, name, 0, path);
@@ -208,7 +197,7 @@ static uint64_t direct_bytes(uint64_t pos, uint64_t len, unsigned int lbs)
 
 /* ---- aligned, unaligned, write(2), writev, small ------------------------ */
 
-static void test_shapes(struct fs *fs)
+static void test_shapes(struct spin_fs *fs)
 {
 	static const struct { uint64_t pos, len; } w[] = {
 		{ 0, 8 * MiB }, { 8 * MiB, 1 * MiB },		/* aligned */
@@ -323,7 +312,7 @@ static void test_shapes(struct fs *fs)
 
 /* ---- consistency with the page cache, mappings and concurrent readers ---- */
 
-static void test_consistency(struct fs *fs)
+static void test_consistency(struct spin_fs *fs)
 {
 	size_t len = 4 * MiB;
 	uint64_t s0 = fs->seed + 1, s1 = fs->seed + 2;
@@ -429,7 +418,7 @@ out:
 
 /* ---- O_APPEND and RWF_APPEND ---------------------------------------------- */
 
-static void test_append(struct fs *fs)
+static void test_append(struct spin_fs *fs)
 {
 	uint64_t seed = fs->seed + 3, size = 1 * MiB, odd = 100;
 	char path[PATH_MAX], why[256] = "ok";
@@ -538,7 +527,7 @@ static void *whole_reader(void *arg)
 	return NULL;
 }
 
-static void test_races(struct fs *fs)
+static void test_races(struct spin_fs *fs)
 {
 	uint64_t seed = fs->seed + 7, s0 = fs->seed + 8, s1 = fs->seed + 9;
 	char path[PATH_MAX], why[256] = "ok";
@@ -674,7 +663,7 @@ overwriters:
 /* ---- durability: O_SYNC, O_DSYNC, RWF_DSYNC, RWF_SYNC ---------------------- */
 
 /* Read the file's bytes @pos..+@len from the block device, at its extents. */
-static int on_disk(const struct fs *fs, int fd, uint64_t pos, size_t len, uint8_t *out)
+static int on_disk(const struct spin_fs *fs, int fd, uint64_t pos, size_t len, uint8_t *out)
 {
 	struct {
 		struct fiemap fm;
@@ -722,7 +711,7 @@ out:
 	return ret;
 }
 
-static void test_sync(struct fs *fs)
+static void test_sync(struct spin_fs *fs)
 {
 	static const struct { const char *name; int oflag, rwf; } v[] = {
 		{ "O_SYNC", O_SYNC, 0 }, { "O_DSYNC", O_DSYNC, 0 }, { "RWF_DSYNC", 0, RWF_DSYNC },
@@ -787,7 +776,7 @@ static void on_xfsz(int sig)
 	xfsz = 1;
 }
 
-static void test_rlimit(struct fs *fs)
+static void test_rlimit(struct spin_fs *fs)
 {
 	uint64_t seed = fs->seed + 20, limit = MiB + 512 + 100;
 	char path[PATH_MAX], why[256] = "ok";
@@ -845,7 +834,7 @@ static int set_flag(int fd, int flag, int on)
 	return ioctl(fd, FS_IOC_SETFLAGS, &flags);
 }
 
-static void test_inode_flags(struct fs *fs)
+static void test_inode_flags(struct spin_fs *fs)
 {
 	uint64_t seed = fs->seed + 30, s2 = fs->seed + 31;
 	char path[PATH_MAX], why[256] = "ok";
@@ -911,7 +900,7 @@ static void test_inode_flags(struct fs *fs)
 
 /* ---- holes, unwritten extents, delayed allocation, extending -------------- */
 
-static void test_allocation(struct fs *fs)
+static void test_allocation(struct spin_fs *fs)
 {
 	uint64_t seed = fs->seed + 40, s2 = fs->seed + 41;
 	size_t len = 8 * MiB;
@@ -972,7 +961,7 @@ static void test_allocation(struct fs *fs)
 
 /* ---- ENOSPC --------------------------------------------------------------- */
 
-static void test_enospc(struct fs *fs)
+static void test_enospc(struct spin_fs *fs)
 {
 	uint64_t seed = fs->seed + 50;
 	size_t len = 24 * MiB;
@@ -1031,7 +1020,7 @@ out:
 
 /* ---- fallbacks and O_DIRECT ----------------------------------------------- */
 
-static void test_fallbacks(struct fs *fs)
+static void test_fallbacks(struct spin_fs *fs)
 {
 	uint64_t seed = fs->seed + 60;
 	char path[PATH_MAX], why[256] = "ok";
@@ -1110,7 +1099,7 @@ static void test_fallbacks(struct fs *fs)
 
 /* ---- timestamps ------------------------------------------------------------ */
 
-static void test_times(struct fs *fs)
+static void test_times(struct spin_fs *fs)
 {
 	struct timespec old[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
 	char path[PATH_MAX], why[256] = "ok";
@@ -1145,7 +1134,7 @@ static void test_disk_fallbacks(void)
 		  "write_fallback_no_bdev", 0 },
 		{ "ext4 on spin-nvme2 (no P2P path)", SPIN_NVME2_SERIAL, "ext4",
 		  SPIN_MKFS_EXT4, "/mnt/wr-far", "write_fallback_distance", 0 },
-		{ "xfs on spin-vblk (no P2PDMA queue)", SPIN_VBLK_SERIAL, "xfs", "mkfs.xfs -q -f",
+		{ "xfs on spin-vblk (no P2PDMA queue)", SPIN_VBLK_SERIAL, "xfs", SPIN_MKFS_XFS,
 		  "/mnt/wr-vblk", "write_fallback_queue", 1 },
 	};
 
@@ -1193,31 +1182,11 @@ static void test_disk_fallbacks(void)
 	}
 }
 
-/* ---- setup -------------------------------------------------------------- */
-
-static void fs_setup(struct fs *fs, int slot)
-{
-	char path[PATH_MAX];
-
-	if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, 0, fs->dev, sizeof(fs->dev),
-			 fs->disk, sizeof(fs->disk)))
-		ksft_exit_fail_msg("%s on %s (%s): %s\n", fs->type, fs->dev, fs->serial,
-				   strerror(errno));
-	mounted[slot] = fs->dir;
-	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
-	snprintf(path, sizeof(path), "/sys/block/%s/queue/logical_block_size", fs->disk);
-	fs->lbs = spin_read_ll(path);
-	if (fs->lbs < 512 || fs->lbs > PG)
-		ksft_exit_fail_msg("%s: logical block size %u\n", fs->disk, fs->lbs);
-}
-
 int main(void)
 {
-	struct fs all[] = {
-		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/wr-ext4", .seed = 101 },
-		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = "mkfs.xfs -q -f", .dir = "/mnt/wr-xfs", .seed = 201 },
+	struct spin_fs all[] = {
+		SPIN_FS_EXT4("/mnt/wr-ext4", 101),
+		SPIN_FS_XFS("/mnt/wr-xfs", 201),
 	};
 	int heap, buf;
 
@@ -1228,7 +1197,7 @@ int main(void)
 		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
 				   sysconf(_SC_PAGESIZE), PG);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
-		ksft_exit_fail_msg("stand-in GPU not found\n");
+		SPIN_SKIP_MISSING("stand-in GPU not found");
 	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	host = spin_alloc_aligned(HOST_LEN);
 	if (gmem == MAP_FAILED || !host)
@@ -1240,9 +1209,9 @@ int main(void)
 	atexit(restore);
 
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		struct fs *fs = &all[i];
+		struct spin_fs *fs = &all[i];
 
-		fs_setup(fs, i);
+		SPIN_FS_SETUP_OR_EXIT(fs, 0);
 		ksft_print_msg("%s on %s (%s), logical block %u\n", fs->type, fs->dev,
 			       fs->serial, fs->lbs);
 		test_shapes(fs);		/* 2 */
@@ -1256,8 +1225,7 @@ int main(void)
 		test_fallbacks(fs);		/* 3 */
 		test_times(fs);			/* 1 */
 		test_enospc(fs);		/* 1 */
-		mounted[i] = NULL;
-		if (umount(fs->dir))
+		if (spin_fs_unmount(fs))
 			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
 	}
 	test_disk_fallbacks();		/* 3 */

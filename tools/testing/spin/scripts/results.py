@@ -11,8 +11,9 @@ The guest (tools/testing/spin/guest/run.sh) writes:
   @@ done
 
 Every leaf test line counts once: "ok" passes; "not ok", and "ok ... # SKIP", fail (nothing
-is skipped silently). A program that exits non-zero, breaks its plan, or never reports its
-exit fails; so does a KUnit suite that is expected (tools/testing/spin/kunit-suites) but
+is skipped silently: the kselftest harness's SKIP() prints such a line). A program that exits
+non-zero (KSFT_SKIP, 4, included: a selftest skips when a rig device is missing), breaks its
+plan (a skipped program's "1..0 # SKIP" has no results), or never reports its exit fails; so does a KUnit suite that is expected (tools/testing/spin/kunit-suites) but
 absent, a guest that never says "@@ done", and a kernel log with an oops, BUG or WARNING.
 """
 

@@ -81,8 +81,8 @@ run_vm() { # MODE
 	debug_kernel
 	# The guest takes 10-25 min on a quiet host and up to ~50 min on a busy
 	# one (every long program up to 1.7x its quiet-hour time). The watchdog
-	# only has to catch a hang; the tests catch their own (router_test: a
-	# reader without progress). 4200 s leaves room in a 5400 s budget for the
+	# only has to catch a hang; the tests catch their own (router_consistency_test:
+	# a reader without progress). 4200 s leaves room in a 5400 s budget for the
 	# debug kernel (~5 min from a fresh clone with a warm ccache), the cargo
 	# tests and the initramfs.
 	export SPIN_VM_TIMEOUT=${SPIN_VM_TIMEOUT:-4200}

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The router's fallbacks: reads that cannot go by P2P go through the page
+ * cache, whole, and say why: spin-nvme2 (outside the switch, no P2P path),
+ * spin-vblk (virtio-blk, no P2PDMA queue) and tmpfs (no block device).
+ * Then the mode is auto again.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "router_lib.h"
+
+#define RESULTS 4
+
+/* ---- fallbacks ---------------------------------------------------------- */
+
+static void fallback(struct router_fs *fs, int reason, const char *what)
+{
+	struct res r = { 0 };
+	char label[128], why[256];
+	uint8_t want[1024];
+	struct obs o;
+	ssize_t n;
+	const struct {
+		long long pos;
+		size_t len;
+		int rz;
+		const char *mode;
+	} c[] = {
+		{ 0, MiB, 0, "auto" },
+		{ 12345, 3 * MiB + 7, 50, "auto" },
+		{ MiB, MiB, 100, "p2p" },	/* p2p cannot make a path */
+		{ 2 * MiB, 64 * KiB, 0, "p2p" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(c); i++) {
+		size_t goff = 56 * MiB + c[i].pos % PG;
+		struct range rg = { c[i].pos, c[i].len };
+		long long first = c[i].pos / PG;
+		size_t np = div_up(c[i].pos + (long long)c[i].len, PG) - first;
+
+		snprintf(label, sizeof(label), "%s: %zu B at %lld, %d%% cached, mode %s",
+			 fs->base.name,
+			 c[i].len, c[i].pos, c[i].rz, c[i].mode);
+		rz_fill(c[i].rz, want, np, 0);
+		r.runs++;
+		if (set_residency(fs, first, np, want, why, sizeof(why))) {
+			fail(&r, label, "%s", why);
+			continue;
+		}
+		if (set_mode(c[i].mode)) {
+			fail(&r, label, "mode %s: %s", c[i].mode, strerror(errno));
+			continue;
+		}
+		poison(goff, c[i].len);
+		obs_begin(fs, &o, &r, label);
+		n = pread(fs->fd, gmem + goff, c[i].len, c[i].pos);
+		if (n != (ssize_t)c[i].len)
+			fail(&r, label, "returned %zd", n);
+		else if (spin_gpu_check(gpu, gmem + goff, n, fs->base.seed, c[i].pos, why,
+					sizeof(why)))
+			fail(&r, label, "GPU memory: %s", why);
+		check_guards(goff, c[i].len, &r, label);
+		if (!obs_end(fs, &o, &rg, 1, &r, label)) {
+			if (o.d.v[ST_BYTES_P2P] || o.d.v[REASON_STAT(reason)] != 1 ||
+			    route_reasons(&o) != BIT(reason))
+				fail(&r, label,
+				     "expected reason %s: bytes_p2p +%lld, %s +%lld, reasons seen %#x",
+				     reason_names[reason], o.d.v[ST_BYTES_P2P],
+				     stat_names[REASON_STAT(reason)], o.d.v[REASON_STAT(reason)],
+				     route_reasons(&o));
+		}
+		trace_free(&o.tr);
+	}
+	set_mode("auto");
+	ksft_test_result(!r.bad,
+			 "%s: bytes right, every read falls back, reason %s (counters, trace): %s\n",
+			 what, reason_names[reason], r.bad ? r.why : "ok");
+}
+
+/* A file on tmpfs: no block device. */
+static void fallback_tmpfs(void)
+{
+	struct router_fs t = { .base = { .name = "tmpfs", .seed = 71 } };
+	struct res r = { 0 };
+	struct range rg = { 3000, MiB };
+	char label[] = "tmpfs: 1 MiB at 3000";
+	char why[256];
+	struct obs o;
+	ssize_t n;
+
+	t.fd = open("/tmp/router_test.dat", O_RDWR | O_CREAT | O_TRUNC, 0644);
+	spin_pattern_fill(host, 0, 2 * MiB, t.base.seed);
+	if (t.fd < 0 || pwrite(t.fd, host, 2 * MiB, 0) != (ssize_t)(2 * MiB) ||
+	    fstat(t.fd, &t.st)) {
+		ksft_test_result_fail("tmpfs: setup: %s\n", strerror(errno));
+		return;
+	}
+	t.lbs = 512;
+	poison(3000, MiB);
+	obs_begin(&t, &o, &r, label);
+	n = pread(t.fd, gmem + 3000, MiB, 3000);
+	if (n != (ssize_t)MiB)
+		fail(&r, label, "returned %zd", n);
+	else if (spin_gpu_check(gpu, gmem + 3000, MiB, t.base.seed, 3000, why, sizeof(why)))
+		fail(&r, label, "GPU memory: %s", why);
+	check_guards(3000, MiB, &r, label);
+	if (!obs_end(&t, &o, &rg, 1, &r, label) &&
+	    (o.g.v[ST_FB_NO_BDEV] != 1 || o.g.v[ST_BYTES_P2P] ||
+	     route_reasons(&o) != BIT(R_NO_BDEV)))
+		fail(&r, label, "fallback_no_bdev +%lld, bytes_p2p +%lld, reasons seen %#x",
+		     o.g.v[ST_FB_NO_BDEV], o.g.v[ST_BYTES_P2P], route_reasons(&o));
+	trace_free(&o.tr);
+	close(t.fd);
+	unlink("/tmp/router_test.dat");
+	ksft_test_result(!r.bad,
+			 "tmpfs (no block device): bytes right, fallback_no_bdev counted: %s\n",
+			 r.bad ? r.why : "ok");
+}
+
+int main(void)
+{
+	struct router_fs far = {
+		.base = { .name = "spin-nvme2", .serial = SPIN_NVME2_SERIAL, .type = "ext4",
+			  .dir = "/mnt/rt-nvme2", .mkfs = SPIN_MKFS_EXT4, .seed = 53 },
+	};
+	struct router_fs vblk = {
+		.base = { .name = "spin-vblk", .serial = SPIN_VBLK_SERIAL, .type = "xfs",
+			  .virtio = 1, .dir = "/mnt/rt-vblk", .mkfs = SPIN_MKFS_XFS, .seed = 54 },
+	};
+	struct timespec t0, t1;
+	char val[64];
+	int ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ksft_print_header();
+	ksft_set_plan(RESULTS);
+	router_init();
+	fs_setup(&far, SMALL_LEN);
+	fallback(&far, R_DISTANCE, "spin-nvme2 (outside the switch, no P2P path)");
+	fs_teardown(&far);
+	fs_setup(&vblk, SMALL_LEN);
+	fallback(&vblk, R_QUEUE, "spin-vblk (virtio-blk, no BLK_FEAT_PCI_P2PDMA)");
+	fs_teardown(&vblk);
+	fallback_tmpfs();
+
+	ret = sys_write(SPIN_SYS "/mode", "auto");
+	val[0] = '\0';
+	spin_read_file(SPIN_SYS "/mode", val, sizeof(val));
+	ksft_test_result(!ret && !strcmp(val, "auto"), "mode auto restored at the end (%s)\n",
+			 val);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ksft_print_msg("router_fallback_test took %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
+	ksft_finished();
+}
