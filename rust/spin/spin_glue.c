@@ -26,6 +26,7 @@
 #include <linux/slab.h>
 #include <linux/uio.h>
 
+#include "host_hint.h"
 #include "spin_glue.h"
 
 #define CREATE_TRACE_POINTS
@@ -54,168 +55,6 @@ void spin_route_key_get(void)
 void spin_route_key_put(void)
 {
 	static_branch_dec(&spin_route_key);
-}
-
-/* The user address of an ITER_UBUF iterator's next byte. */
-static __always_inline unsigned long spin_ubuf_addr(const struct iov_iter *iter)
-{
-	return (unsigned long)iter->ubuf + iter->iov_offset;
-}
-
-/* Host VMAs remembered per CPU: a process reads into its stack and heap in turn. */
-#define SPIN_HOST_HINTS 4
-
-/*
- * The last host VMAs a CPU found for a process with GPU memory mapped, the
- * latest first: their mm (compared, never followed), the mm's mm_lock_seq
- * when they were found, and their bounds (an unused slot is empty, 0-0).
- * Every change of an mm's VMAs takes its mmap_lock for writing, which moves
- * mm_lock_seq, so the entries hold while the sequence is unchanged.
- */
-struct spin_host_hint {
-	const struct mm_struct *mm;
-	unsigned int seq;
-	struct {
-		unsigned long start, end;
-	} vma[SPIN_HOST_HINTS];
-};
-
-static DEFINE_PER_CPU(struct spin_host_hint, spin_host_hint);
-
-/*
- * spin_host_hint_add - remember a host VMA of @mm on this CPU
- * @mm: the current mm
- * @seq: its mm_lock_seq, unchanged since the VMA was found
- * @start: the VMA's start
- * @end: its end
- *
- * The entries of another mm, or of another sequence of @mm, are dropped;
- * the oldest entry makes room.
- */
-static void spin_host_hint_add(const struct mm_struct *mm, unsigned int seq,
-			       unsigned long start, unsigned long end)
-{
-	struct spin_host_hint *h = get_cpu_ptr(&spin_host_hint);
-
-	if (h->mm != mm || h->seq != seq) {
-		memset(h->vma, 0, sizeof(h->vma));
-		h->mm = mm;
-		h->seq = seq;
-	}
-	memmove(&h->vma[1], &h->vma[0], sizeof(h->vma) - sizeof(h->vma[0]));
-	h->vma[0].start = start;
-	h->vma[0].end = end;
-	put_cpu_ptr(&spin_host_hint);
-}
-
-/*
- * spin_addr_lookup - spin_addr_maybe_gpu() when the per-CPU hint missed
- *
- * Out of line, so that a hit (every read of a process into its host
- * buffers, after the first) takes no stack frame for the maple state.
- */
-static noinline bool spin_addr_lookup(struct mm_struct *mm, unsigned long addr,
-				      bool spec, unsigned int seq)
-{
-	unsigned long start = 0, end = 0, flags = 0;
-	struct vm_area_struct *vma;
-
-	rcu_read_lock();
-	{
-		MA_STATE(mas, &mm->mm_mt, addr, addr);
-
-		vma = mas_walk(&mas);
-		if (vma) {
-			start = READ_ONCE(vma->vm_start);
-			end = READ_ONCE(vma->vm_end);
-			flags = READ_ONCE(vma->vm_flags);
-		}
-	}
-	rcu_read_unlock();
-	if (!vma || addr < start || addr >= end)
-		return false;
-	if (flags & VM_MIXEDMAP)
-		return true;
-	if (spec && !mmap_lock_speculate_retry(mm, seq))
-		spin_host_hint_add(mm, seq, start, end);
-	return false;
-}
-
-/*
- * spin_host_hint_hit - is @addr in a host VMA this CPU found in @mm?
- * @mm: the current mm
- * @addr: a user address
- * @seq: @mm's mm_lock_seq, read by mmap_lock_speculate_try_begin()
- */
-static __always_inline bool spin_host_hint_hit(const struct mm_struct *mm,
-					       unsigned long addr,
-					       unsigned int seq)
-{
-	struct spin_host_hint *h = get_cpu_ptr(&spin_host_hint);
-	bool hit = false;
-	int i;
-
-	if (h->mm == mm && h->seq == seq) {
-		for (i = 0; i < SPIN_HOST_HINTS; i++) {
-			/* Unsigned: below start wraps; an empty slot is 0-0. */
-			if (addr - h->vma[i].start <
-			    h->vma[i].end - h->vma[i].start) {
-				hit = true;
-				break;
-			}
-		}
-	}
-	put_cpu_ptr(&spin_host_hint);
-	return hit;
-}
-
-/*
- * spin_addr_maybe_gpu - could @addr of @mm be GPU memory?
- * @mm: the current mm
- * @addr: a user address
- * @hint: look at this CPU's hint first (%false: a caller looked already)
- *
- * See spin_iter_maybe_gpu(). The VMA is found under RCU, as
- * lock_vma_under_rcu() finds it, without locking it; if the mm's
- * mm_lock_seq did not move meanwhile (the speculation uprobes uses), the
- * VMA's bounds and flags were read whole, and a host VMA is remembered per
- * CPU (the last SPIN_HOST_HINTS of them), so that the next read into it
- * costs a few compares.
- */
-static __always_inline bool spin_addr_maybe_gpu(struct mm_struct *mm,
-						unsigned long addr, bool hint)
-{
-	unsigned int seq;
-	bool spec;
-
-	spec = mmap_lock_speculate_try_begin(mm, &seq);
-	if (hint && spec && spin_host_hint_hit(mm, addr, seq))
-		return false;
-	return spin_addr_lookup(mm, addr, spec, seq);
-}
-
-/*
- * spin_ubuf_host_hint - does a one-segment request start in a host VMA
- * this CPU remembered?
- * @iter: a destination or source
- *
- * The common request of a process with GPU memory mapped, a read(2) or
- * write(2) of host memory, answered before anything else is looked at: a
- * request that starts in host memory is passed on, whatever it is.
- *
- * Return: %true if @iter is an ITER_UBUF whose first byte is in that VMA.
- */
-static __always_inline bool spin_ubuf_host_hint(const struct iov_iter *iter)
-{
-	struct mm_struct *mm;
-	unsigned int seq;
-
-	if (!IS_ENABLED(CONFIG_PER_VMA_LOCK) || !iter_is_ubuf(iter))
-		return false;
-	mm = current->mm;
-	if (unlikely(!mm) || !mmap_lock_speculate_try_begin(mm, &seq))
-		return false;
-	return spin_host_hint_hit(mm, spin_ubuf_addr(iter), seq);
 }
 
 /*
@@ -1038,7 +877,7 @@ loff_t spin_file_size(struct file *file)
 /*
  * The disk's PCI device: the first PCI ancestor of the disk's device. The
  * caller keeps the chain of parents there: device_del() drops the disk's
- * reference on its parent (see spin_slave_stacked()).
+ * reference on its parent (see disk_walk_bottom()).
  */
 static struct pci_dev *spin_disk_pci_dev(struct gendisk *disk)
 {
@@ -1148,120 +987,51 @@ struct pci_dev *spin_file_pci_dev(struct file *file)
 	return bdev ? spin_disk_pci_dev(bdev->bd_disk) : NULL;
 }
 
-/* Disks visited at most while walking one stack: bounds a pathological one. */
-#define SPIN_STACK_VISITS 256
+/* The disks at the bottom of a stack, as spin_disk_members() collects them. */
+struct spin_members {
+	struct spin_member *out;
+	unsigned int n, max;
+};
 
-/*
- * A disk that spin_disk_members() meets below the one it started from is
- * held by a device reference only (disk_get_slaves()). That keeps the
- * &struct gendisk, but neither its driver (the block_device_operations that
- * disk_is_stacked() reads, and an NVMe head's private data) nor, once
- * device_del() has run, the parents of its device. Both are looked at under
- * the disk's open_mutex, and only while the disk has been added and is not
- * dead: del_gendisk() marks the disk dead under that mutex before it calls
- * device_del(), and a driver deletes its disks before the device it hangs
- * them from goes. (disk_live() is no test here: a hidden disk, such as the
- * path of an NVMe multipath head, is never live.)
- *
- * Returns whether @disk is stacked. *@pdev gets the PCI device of a disk
- * that is not, or %NULL if it has none or is being deleted: no P2P DMA is
- * sent through a disk that is going away.
- */
-static bool spin_slave_stacked(struct gendisk *disk, struct pci_dev **pdev)
+static int spin_member_add(struct gendisk *disk, bool live, void *data)
 {
-	bool stacked = false;
+	struct spin_members *m = data;
 
-	*pdev = NULL;
-	mutex_lock(&disk->open_mutex);
-	if (test_bit(GD_ADDED, &disk->state) &&
-	    !test_bit(GD_DEAD, &disk->state)) {
-		stacked = disk_is_stacked(disk);
-		if (!stacked)
-			*pdev = spin_disk_pci_dev(disk);
-	}
-	mutex_unlock(&disk->open_mutex);
-	return stacked;
+	if (m->n == m->max)
+		return -E2BIG;
+	m->out[m->n].devt = disk_devt(disk);
+	m->out[m->n].pdev = live ? spin_disk_pci_dev(disk) : NULL;
+	m->n++;
+	return 0;
 }
 
 /**
  * spin_disk_members - the disks at the bottom of a disk
- * @disk: a disk, stacked (md, dm) or not
+ * @disk: a disk, stacked (md, dm) or not; the caller keeps it there
  * @out: filled with up to @max disks and their PCI devices
  * @max: room in @out
  *
- * Walks @disk's stack (md members, dm table devices, the paths of an NVMe
- * multipath head: disk_get_slaves()) down to the disks that are built on no
- * others, and reports each of those with its first PCI ancestor: the devices
- * that move the data of a bio sent to @disk. A disk that is not stacked is
- * its own bottom. A disk without a PCI ancestor (a loop device) is reported
- * with @pdev %NULL, and so is one met under @disk that is being deleted.
+ * Reports each disk at the bottom of @disk (disk_walk_bottom()) with its
+ * first PCI ancestor: the devices that move the data of a bio sent to @disk.
+ * A disk without a PCI ancestor (a loop device) is reported with @pdev %NULL,
+ * and so is one met under @disk that is being deleted.
  *
- * The caller keeps @disk itself there (it holds it open, or is in one of its
- * sysfs callbacks); the walk holds references on what it finds below and
- * looks at each disk only while it is not dead (spin_slave_stacked()), so a
- * stack torn down meanwhile (a dm table reloaded, the last path of an NVMe
- * multipath head removed) is never followed into freed memory.
- *
- * Return: the number of disks stored, -%E2BIG if there are more than @max
- * or the stack is deeper than %SPIN_STACK_VISITS disks, -%ENODEV if a
- * stacked disk has nothing at its bottom, or -%ENOMEM. The
- * caller drops the PCI device references of the stored entries.
+ * Return: the number of disks stored, or a negative errno of
+ * disk_walk_bottom(): -%E2BIG also if there are more than @max. The caller
+ * drops the PCI device references of the stored entries.
  */
 int spin_disk_members(struct gendisk *disk, struct spin_member *out,
 		      unsigned int max)
 {
-	struct block_device **todo;
-	unsigned int n = 0, top, visits = 0;
-	int ret = 0;
+	struct spin_members m = { .out = out, .max = max };
+	int ret = disk_walk_bottom(disk, spin_member_add, &m);
 
-	if (!max)
-		return -E2BIG;
-	if (!disk_is_stacked(disk)) {
-		out[0].devt = disk_devt(disk);
-		out[0].pdev = spin_disk_pci_dev(disk);
-		return 1;
-	}
-	todo = kmalloc_array(SPIN_STACK_VISITS, sizeof(*todo), GFP_KERNEL);
-	if (!todo)
-		return -ENOMEM;
-	top = disk_get_slaves(disk, todo, SPIN_STACK_VISITS);
-	if (top > SPIN_STACK_VISITS) {
-		visits = top;
-		top = SPIN_STACK_VISITS;
-	}
-	while (top) {
-		struct block_device *slave = todo[--top];
-		struct gendisk *sd = slave->bd_disk;
-		struct pci_dev *pdev;
-		unsigned int more;
-
-		if (++visits > SPIN_STACK_VISITS || n == max) {
-			ret = -E2BIG;
-		} else if (spin_slave_stacked(sd, &pdev)) {
-			more = disk_get_slaves(sd, todo + top,
-					       SPIN_STACK_VISITS - top);
-			if (more > SPIN_STACK_VISITS - top) {
-				ret = -E2BIG;
-				more = SPIN_STACK_VISITS - top;
-			}
-			top += more;
-		} else {
-			out[n].devt = disk_devt(sd);
-			out[n].pdev = pdev;
-			n++;
-		}
-		put_device(&slave->bd_device);
-	}
-	kfree(todo);
-	/* A multipath head without paths queues bios for a path yet unknown. */
-	if (!n && !ret)
-		ret = -ENODEV;
 	if (ret) {
-		while (n)
-			pci_dev_put(out[--n].pdev);
+		while (m.n)
+			pci_dev_put(out[--m.n].pdev);
 		return ret;
 	}
-	return n;
+	return m.n;
 }
 
 /**
