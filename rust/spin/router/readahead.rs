@@ -859,10 +859,9 @@ pub(crate) fn show_stat(f: &mut Formatter<'_>) -> core::fmt::Result {
         (part.books.pages(), part.books.held(), part.books.reserved())
     };
     let v = |a: &Atomic<u64>| a.load(Relaxed);
-    writeln!(f, "ra_partition_pages {pages}")?;
+    writeln!(f, "ra_partition_resident {pages}")?;
     writeln!(f, "ra_partition_held {held}")?;
     writeln!(f, "ra_partition_reserved {reserved}")?;
-    writeln!(f, "ra_partition_limit {}", LIMIT.load(Relaxed))?;
     writeln!(f, "ra_pages_admitted {}", v(&STATS.admitted))?;
     writeln!(f, "ra_pages_evicted {}", v(&STATS.evicted))?;
     writeln!(f, "ra_pages_evicted_background {}", v(&STATS.evicted_bg))?;

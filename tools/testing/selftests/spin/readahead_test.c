@@ -369,7 +369,7 @@ static void one_stream(struct spin_fs *fs)
 	 * file is then one the partition still books.
 	 */
 	for (int i = 0; i < 300; i++) {
-		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_pages");
+		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_resident");
 		res = resident(b.fd[0], pages, vec);
 		if (part >= 0 && part <= LIMIT * 11 / 16 && res >= 0 && res <= part)
 			break;
@@ -458,7 +458,7 @@ static void test_cached_readers(struct spin_fs *fs)
 	}
 	spin_ring_exit(&r);
 	for (int i = 0; ok && i < 300; i++) {
-		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_pages");
+		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_resident");
 		res = resident(fd, pages, vec);
 		if (part >= 0 && part <= LIMIT * 11 / 16 && res >= 0 && res <= part)
 			break;
@@ -549,7 +549,7 @@ static void test_spliced(struct spin_fs *fs)
 	/* Released, the held folios go when the retrier or the evictor tries them again. */
 	for (int i = 0; ok && i < 300; i++) {
 		held = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
-		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_pages");
+		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_resident");
 		res = resident(fd, pages, vec);
 		if (held == 0 && part >= 0 && res >= 0 && res <= part)
 			break;
@@ -997,7 +997,7 @@ static void test_held(struct spin_fs *fs)
 	spin_fault_times(FAIL_EVICT, 0);
 	for (int i = 0; i < 300; i++) {
 		hp = spin_stat_get(SPIN_SYS "/stat", "ra_partition_held");
-		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_pages");
+		part = spin_stat_get(SPIN_SYS "/stat", "ra_partition_resident");
 		res = resident(b.fd[0], pages, NULL);
 		if (hp == 0 && part >= 0 && res >= 0 && res <= part)
 			break;
@@ -1209,7 +1209,7 @@ static void test_knob(struct spin_fs *fs)
 	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	set_limit(LIMIT);
 	ksft_test_result(req1 == req0 && p2p1 - p2p0 == (long long)(64 * PG) &&
-			 spin_stat_get(SPIN_SYS "/stat", "ra_partition_limit") == LIMIT,
+			 spin_read_ll(SPIN_SYS "/ra_partition_pages") == LIMIT,
 			 "ra_partition_pages 0 turns GPU read-ahead off: %lld P2P bytes of %lu, limit back to %d\n",
 			 p2p1 - p2p0, 64 * PG, LIMIT);
 	close(fd);
