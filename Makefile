@@ -24,7 +24,7 @@ export BUILD KSRC KOBJ
 # VM knobs (see Documentation/spin/development.rst): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe bench-insn series series-check export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe bench-insn series series-check series-bisect export clean \
 	distclean
 
 help:
@@ -259,6 +259,10 @@ series: tree
 ## series-check: git am the series onto a scratch pristine tree
 series-check: series
 	@$(KTREE) check --out $(BUILD)/series
+
+## series-bisect: build every prefix of the series (production config; hours on 2 cores)
+series-bisect: tree
+	@$(SCRIPTS)/series-bisect.sh
 
 ## export: turn edits made in build/src/linux-source-7.3 back into this repo's files/patches
 export:

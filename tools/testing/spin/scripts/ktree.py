@@ -15,6 +15,15 @@ The repository holds two kinds of change to the kernel:
   commit message (``Subject:`` line, blank line, body) followed by a
   ``Files:`` line and one repository path (file or directory) per line.
 
+A file belongs to the ``.files`` entry that names it most specifically (a file
+named by one entry inside a directory named by an earlier one belongs to the
+former). The repository holds every file as the series leaves it; a later
+``.patch`` entry may change a file that a ``.files`` entry added (the commit
+that adds a feature hooks it into files added before it). The ``.files`` entry
+then adds the file as it is before those patches: its repository content with
+each later patch that touches it applied in reverse, last first. A patch that
+creates a file leaves it out of the earlier entry.
+
 Sub-commands:
 
 ``init``    extract the pristine source and make it a git tree (tag ``pristine``).
@@ -199,6 +208,61 @@ def cmd_init(a):
 
 # ----------------------------------------------------------------- apply ---
 
+def patch_paths(text):
+    """The paths a mail's diff touches."""
+    return set(re.findall(r"^diff --git a/(\S+) b/", text, flags=re.M))
+
+
+def owners(entries):
+    """{repository file: index of the .files entry it belongs to}."""
+    own, spec = {}, {}
+    for i, e in enumerate(entries):
+        if e.kind != "files":
+            continue
+        for p in e.message_and_files()[1]:
+            depth = p.rstrip("/").count("/") + (0 if p.endswith("/") else 1)
+            for f in repo_files([p]):
+                if f in own and spec[f] == depth:
+                    die(f"{f} is named by both {entries[own[f]].rel} and {e.rel}")
+                if f not in own or depth > spec[f]:
+                    own[f], spec[f] = i, depth
+    return own
+
+
+def staged_blobs(tree, entries):
+    """{entry index: [(path, blob, mode)]}: what each .files entry adds."""
+    own = owners(entries)
+    later = {}  # path -> [patch text] of .patch entries after its owner, in order
+    for j, e in enumerate(entries):
+        if e.kind != "patch":
+            continue
+        text = e.text()
+        for f in patch_paths(text):
+            if f in own and own[f] < j:
+                later.setdefault(f, []).append(text)
+    out = {}
+    for f, i in sorted(own.items()):
+        blob, mode = repo_blob(tree, f)
+        if f in later:
+            content = git(tree, "cat-file", "blob", blob, strip=False)
+            with tempfile.TemporaryDirectory() as td:
+                path = os.path.join(td, f)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as fh:
+                    fh.write(content)
+                for text in reversed(later[f]):
+                    r = subprocess.run(["git", "apply", "-R", f"--include={f}", "-"],
+                                       input=text, cwd=td, capture_output=True, text=True)
+                    if r.returncode:
+                        die(f"{f}: a later patch does not reverse-apply to its repository "
+                            f"content (is the patch in step with the file?):\n{r.stderr}")
+                if not os.path.exists(path):
+                    continue  # created by a later patch
+                blob = git(tree, "hash-object", "-w", path)
+        out.setdefault(i, []).append((f, blob, mode))
+    return out
+
+
 def build_series(tree, entries):
     """Make the series' commits without touching the worktree; return the tip."""
     index = os.path.join(tree, ".git", "spin-build.index")
@@ -207,7 +271,8 @@ def build_series(tree, entries):
            "GIT_COMMITTER_DATE": FIXED_DATE}
     parent = git(tree, "rev-parse", f"{TAG}^{{commit}}")
     git(tree, "read-tree", parent, env=env)
-    for e in entries:
+    staged = staged_blobs(tree, entries)
+    for i, e in enumerate(entries):
         cenv = dict(env)
         if e.kind == "patch":
             text = e.text()
@@ -226,11 +291,10 @@ def build_series(tree, entries):
                          "GIT_AUTHOR_EMAIL": hdr.get("Email", mail),
                          "GIT_AUTHOR_DATE": FIXED_DATE})
         else:
-            msg, paths = e.message_and_files()
+            msg, _ = e.message_and_files()
             if "Signed-off-by:" not in msg:
                 msg = msg.rstrip("\n") + f"\n\nSigned-off-by: {name} <{mail}>\n"
-            for f in repo_files(paths):
-                blob, mode = repo_blob(tree, f)
+            for f, blob, mode in staged.get(i, []):
                 git(tree, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{f}", env=env)
             cenv.update({"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail,
                          "GIT_AUTHOR_DATE": FIXED_DATE})
