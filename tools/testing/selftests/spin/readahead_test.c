@@ -70,34 +70,17 @@
 static char gpu[PATH_MAX];
 static uint8_t *gmem;		/* GPU memory, GPU_LEN bytes */
 static uint8_t *host;		/* host scratch, 16 MiB */
-static char limit_saved[64];
-static pid_t main_pid;
 
+/* The read-ahead partition's limit, given back at exit (spin_sysfs_set()). */
 static int set_limit(long long pages)
 {
 	char v[32];
 
 	snprintf(v, sizeof(v), "%lld", pages);
-	return spin_write_file(SPIN_SYS "/ra_partition_pages", v);
+	return spin_sysfs_set(SPIN_SYS "/ra_partition_pages", v);
 }
 
-static void restore(void)
-{
-	if (getpid() != main_pid)
-		return;
-	if (limit_saved[0])
-		spin_write_file(SPIN_SYS "/ra_partition_pages", limit_saved);
-}
-
-/* tracefs, mounted if it is not yet. */
-static int trace_on(const char *val)
-{
-	const char *ev = "/sys/kernel/tracing/events/spin/spin_readahead/enable";
-
-	if (access(ev, F_OK))
-		mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
-	return spin_write_file(ev, val);
-}
+#define EVENT "spin/spin_readahead"
 
 /* Resident pages of @fd's first @pages pages, as mincore() sees them. */
 static long resident(int fd, size_t pages, unsigned char *vec)
@@ -325,7 +308,7 @@ static void one_stream(struct spin_fs *fs)
 	b.fd[0] = make_named(fs, "stream", pages, fs->seed, path);
 	if (b.fd[0] < 0)
 		ksft_exit_fail_msg("%s: stream file: %s\n", fs->name, strerror(errno));
-	if (trace_on("1") || spin_write_file("/sys/kernel/tracing/trace", ""))
+	if (spin_trace_event(EVENT, 1) || spin_write_file("/sys/kernel/tracing/trace", ""))
 		ksft_print_msg("%s: tracefs: %s\n", fs->name, strerror(errno));
 	req0 = spin_stat_get(fs->stat, "ra_requests");
 	hit0 = spin_stat_get(fs->stat, "ra_hits");
@@ -345,7 +328,7 @@ static void one_stream(struct spin_fs *fs)
 	hit1 = spin_stat_get(fs->stat, "ra_hits");
 	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	pf1 = spin_stat_get(fs->stat, "ra_pages_prefetched");
-	trace_on("0");
+	spin_trace_event(EVENT, 0);
 
 	ksft_test_result(!b.bad && b.max <= LIMIT && b.max > 0 && unres1 == unres0,
 			 "%s: one GPU stream over %zu pages: at most %ld resident (partition %d), %lld pages admitted unreserved\n",
@@ -889,15 +872,16 @@ static void test_bridge(struct spin_fs *fs)
 	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
 	br0 = spin_stat_get(SPIN_SYS "/stat", "ra_windows_bridged");
 	/* the windows read ahead, printed if the stream misses */
-	spin_write_file("/sys/kernel/tracing/events/readahead/enable", "1");
-	tfd = trace_on("1") ? -1 : open("/sys/kernel/tracing/trace", O_WRONLY | O_TRUNC);
+	spin_trace_event("readahead", 1);
+	tfd = spin_trace_event(EVENT, 1) ? -1 :
+	      open("/sys/kernel/tracing/trace", O_WRONLY | O_TRUNC);
 	if (tfd < 0)
 		ksft_print_msg("%s: tracefs: %s\n", fs->name, strerror(errno));
 	else
 		close(tfd);
 	done = stream(fd, 0, len, 64 * KiB);
-	trace_on("0");
-	spin_write_file("/sys/kernel/tracing/events/readahead/enable", "0");
+	spin_trace_event(EVENT, 0);
+	spin_trace_event("readahead", 0);
 	req1 = spin_stat_get(fs->stat, "ra_requests");
 	hit1 = spin_stat_get(fs->stat, "ra_hits");
 	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
@@ -1216,6 +1200,27 @@ static void test_knob(struct spin_fs *fs)
 	unlink(path);
 }
 
+/* Each filesystem's tests: the knob's on the first, the held pages' on the others. */
+static void test_fs(struct spin_fs *fs, size_t i)
+{
+	one_stream(fs);
+	four_streams(fs);
+	test_cached_readers(fs);
+	test_spliced(fs);
+	test_dontcache(fs);
+	test_promotion(fs);
+	test_advice(fs);
+	test_dirty(fs);
+	test_bridge(fs);
+	test_punch(fs);
+	if (i == 0) {
+		test_knob(fs);
+	} else {
+		test_held(fs);
+		test_held_limit(fs);
+	}
+}
+
 int main(void)
 {
 	struct spin_fs all[] = {
@@ -1224,47 +1229,12 @@ int main(void)
 	};
 	int heap, buf;
 
-	main_pid = getpid();
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(all) * 21 + 6);
-	if (sysconf(_SC_PAGESIZE) != (long)PG)
-		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
-				   sysconf(_SC_PAGESIZE), PG);
-	if (spin_gpu_find(gpu, sizeof(gpu)))
-		SPIN_SKIP_MISSING("stand-in GPU not found");
-	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
-	host = spin_alloc_aligned(16 * MiB);
-	if (gmem == MAP_FAILED || !host)
-		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
-	if (spin_read_file(SPIN_SYS "/ra_partition_pages", limit_saved, sizeof(limit_saved)) ||
-	    spin_write_file(SPIN_SYS "/mode", "auto") || set_limit(LIMIT))
-		ksft_exit_fail_msg("spin knobs: %s\n", strerror(errno));
-	atexit(restore);
-
-	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		struct spin_fs *fs = &all[i];
-
-		SPIN_FS_SETUP_OR_EXIT(fs, 0);
-		ksft_print_msg("%s on %s (%s)\n", fs->type, fs->dev, fs->serial);
-		one_stream(fs);
-		four_streams(fs);
-		test_cached_readers(fs);
-		test_spliced(fs);
-		test_dontcache(fs);
-		test_promotion(fs);
-		test_advice(fs);
-		test_dirty(fs);
-		test_bridge(fs);
-		test_punch(fs);
-		if (i == 0) {
-			test_knob(fs);
-		} else {
-			test_held(fs);
-			test_held_limit(fs);
-		}
-		if (spin_fs_unmount(fs))
-			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
-	}
+	SPIN_GPU_SETUP_OR_EXIT(gpu, GPU_LEN, &gmem, &heap, &buf, 16 * MiB, &host);
+	if (set_limit(LIMIT))
+		ksft_exit_fail_msg("ra_partition_pages: %s\n", strerror(errno));
+	SPIN_FS_EACH_OR_EXIT(all, ARRAY_SIZE(all), 0, test_fs);
 	munmap(gmem, GPU_LEN);
 	close(buf);
 	close(heap);
