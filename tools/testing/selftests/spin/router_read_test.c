@@ -687,34 +687,24 @@ static void modes(struct router_fs *fs)
 			 fs->base.name, p2p.bad ? p2p.why : "ok");
 }
 
+static void read_tests(struct router_fs *fs)
+{
+	STEP(read_matrix(fs));
+	STEP(eof_reads(fs));
+	STEP(preadv_mixed(fs));
+	STEP(read_position(fs));
+	STEP(boundaries(fs));
+	STEP(chunk_pipeline(fs));
+	STEP(queue_overlap(fs));
+	STEP(modes(fs));
+}
+
 int main(void)
 {
-	struct router_fs ext4 = { .base = RT_EXT4 }, xfs = { .base = RT_XFS };
-	struct router_fs *both[] = { &ext4, &xfs };
-	struct timespec t0, t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(both) * RESULTS_PER_FS);
+	ksft_set_plan(RT_NFS * RESULTS_PER_FS);
 	router_init();
-	for (size_t i = 0; i < ARRAY_SIZE(both); i++) {
-		struct router_fs *fs = both[i];
-
-		fs_setup(fs, DATA_LEN);
-		ksft_print_msg("%s on %s (%s, direct-I/O block %lld, memory alignment %lld)\n",
-			       fs->base.type, fs->base.dev, fs->base.serial, fs->lbs,
-			       fs->dma_align);
-		STEP(read_matrix(fs));
-		STEP(eof_reads(fs));
-		STEP(preadv_mixed(fs));
-		STEP(read_position(fs));
-		STEP(boundaries(fs));
-		STEP(chunk_pipeline(fs));
-		STEP(queue_overlap(fs));
-		STEP(modes(fs));
-		fs_teardown(fs);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ksft_print_msg("router_read_test took %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
+	router_each_fs(DATA_LEN, read_tests);
+	router_took();
 	ksft_finished();
 }
