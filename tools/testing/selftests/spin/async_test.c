@@ -377,6 +377,16 @@ static void test_passthru(void)
 	close(fd);
 }
 
+/* Each filesystem's tests, on its file "f". */
+static void test_fs(struct spin_fs *fs, size_t i)
+{
+	snprintf(fs->path, sizeof(fs->path), "%s/f", fs->dir);
+	for (int uring = 1; uring >= 0; uring--)
+		for (int op = READ_ONE; op <= WRITE_VEC; op++)
+			test_op(fs, uring, op);
+	test_uring_depth(fs);
+}
+
 int main(void)
 {
 	struct spin_fs all[] = {
@@ -387,29 +397,11 @@ int main(void)
 
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(all) * 9 + 4);
-	if (spin_gpu_find(gpu, sizeof(gpu)))
-		SPIN_SKIP_MISSING("stand-in GPU not found");
-	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
-	host = spin_alloc_aligned(FILE_LEN + 4096);
-	if (gmem == MAP_FAILED || !host)
-		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
-	if (spin_write_file(SPIN_SYS "/mode", "auto"))
-		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
+	SPIN_GPU_SETUP_OR_EXIT(gpu, GPU_LEN, &gmem, &heap, &buf, FILE_LEN + 4096, &host);
 
 	/* Below any file system first: the raw blocks are outside them anyway. */
 	test_passthru();
-	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		struct spin_fs *fs = &all[i];
-
-		SPIN_FS_SETUP_OR_EXIT(fs, 0);
-		snprintf(fs->path, sizeof(fs->path), "%s/f", fs->dir);
-		for (int uring = 1; uring >= 0; uring--)
-			for (int op = READ_ONE; op <= WRITE_VEC; op++)
-				test_op(fs, uring, op);
-		test_uring_depth(fs);
-		if (spin_fs_unmount(fs))
-			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
-	}
+	SPIN_FS_EACH_OR_EXIT(all, ARRAY_SIZE(all), 0, test_fs);
 	munmap(gmem, GPU_LEN);
 	close(buf);
 	close(heap);

@@ -49,45 +49,28 @@
 #define GPU_LEN (8 * MiB)
 #define GSTAT "/sys/kernel/spin/stat"
 
-struct fs {
-	const char *name, *serial, *type, *mkfs, *dir;
-	char dev[64], disk[32], stat[PATH_MAX], knob[PATH_MAX], path[PATH_MAX];
-	char cutoff[32];
-	uint64_t seed;
+/* A filesystem of spin_lib's fixture with the test's data file open. */
+struct fp_fs {
+	struct spin_fs base;
+	char knob[PATH_MAX];	/* the disk's s_cutoff */
+	char cutoff[32];	/* its value before the test */
 	int fd, fd_ra;		/* the file; the same with POSIX_FADV_RANDOM */
 };
 
 static char gpu[PATH_MAX];
 static uint8_t *gmem, *host;
 static int gbuf;
-static pid_t main_pid;
-static struct fs *cur;
 
-static void restore(void)
+static long long st(const struct fp_fs *fs, const char *name)
 {
-	if (getpid() != main_pid || !cur)
-		return;
-	if (cur->cutoff[0])
-		spin_write_file(cur->knob, cur->cutoff);
-	if (cur->fd >= 0)
-		close(cur->fd);
-	if (cur->fd_ra >= 0)
-		close(cur->fd_ra);
-	if (umount(cur->dir))
-		ksft_print_msg("umount %s: %s\n", cur->dir, strerror(errno));
-	cur = NULL;
-}
-
-static long long st(const struct fs *fs, const char *name)
-{
-	return spin_stat_get(fs->stat, name);
+	return spin_stat_get(fs->base.stat, name);
 }
 
 /*
  * Drops the file's pages, then reads pages [first, first + n) into host
  * memory without read-ahead; checked with mincore().
  */
-static int residency(struct fs *fs, size_t first, size_t n)
+static int residency(struct fp_fs *fs, size_t first, size_t n)
 {
 	unsigned char vec[FILE_LEN / PG];
 	void *map;
@@ -104,12 +87,13 @@ static int residency(struct fs *fs, size_t first, size_t n)
 		bad |= !!(vec[i] & 1) != (i >= first && i < first + n);
 	munmap(map, FILE_LEN);
 	if (bad)
-		ksft_print_msg("%s: pages %zu+%zu: cached pages not as set\n", fs->name, first, n);
+		ksft_print_msg("%s: pages %zu+%zu: cached pages not as set\n", fs->base.name,
+			       first, n);
 	return bad ? -1 : 0;
 }
 
 /* pread into GPU memory at offset @goff, bytes checked from the host side. */
-static int gpu_read(struct fs *fs, size_t goff, size_t len, off_t pos, char *why, size_t wl)
+static int gpu_read(struct fp_fs *fs, size_t goff, size_t len, off_t pos, char *why, size_t wl)
 {
 	ssize_t n = pread(fs->fd, gmem + goff, len, pos);
 
@@ -118,10 +102,10 @@ static int gpu_read(struct fs *fs, size_t goff, size_t len, off_t pos, char *why
 			 strerror(errno));
 		return -1;
 	}
-	return spin_gpu_check(gpu, gmem + goff, len, fs->seed, pos, why, wl) ? -1 : 0;
+	return spin_gpu_check(gpu, gmem + goff, len, fs->base.seed, pos, why, wl) ? -1 : 0;
 }
 
-static void test_cached(struct fs *fs)
+static void test_cached(struct fp_fs *fs)
 {
 	long long c0, p0, b0, c1, p1, b1;
 	char why[256] = "ok";
@@ -142,24 +126,25 @@ static void test_cached(struct fs *fs)
 			 c1 - c0, p1 - p0, b1 - b0);
 		ok = 0;
 	}
-	ksft_test_result(ok, "%s: 16 KiB wholly cached: one copy, no plan: %s\n", fs->name, why);
+	ksft_test_result(ok, "%s: 16 KiB wholly cached: one copy, no plan: %s\n", fs->base.name,
+			 why);
 
 	/* The same in mode p2p: every aligned byte by P2P, cached or not. */
 	snprintf(why, sizeof(why), "ok");
-	ok = !residency(fs, 16, 4) && !spin_write_file("/sys/kernel/spin/mode", "p2p");
+	ok = !residency(fs, 16, 4) && !spin_sysfs_set(SPIN_SYS "/mode", "p2p");
 	c0 = st(fs, "cached_requests");
 	p0 = st(fs, "bytes_p2p");
 	ok = ok && !gpu_read(fs, 0, 16 * KiB, 64 * KiB, why, sizeof(why));
 	c1 = st(fs, "cached_requests");
 	p1 = st(fs, "bytes_p2p");
-	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
+	if (spin_sysfs_set(SPIN_SYS "/mode", "auto"))
 		ok = 0;
 	if (ok && (c1 != c0 || p1 - p0 != (long long)(16 * KiB))) {
 		snprintf(why, sizeof(why), "cached_requests +%lld, bytes_p2p +%lld (want 0, 16384)",
 			 c1 - c0, p1 - p0);
 		ok = 0;
 	}
-	ksft_test_result(ok, "%s: the same in mode p2p: all by P2P: %s\n", fs->name, why);
+	ksft_test_result(ok, "%s: the same in mode p2p: all by P2P: %s\n", fs->base.name, why);
 
 	/* The first half cached: 64 KiB at 1 MiB, pages 256..263 cached. */
 	snprintf(why, sizeof(why), "ok");
@@ -180,7 +165,7 @@ static void test_cached(struct fs *fs)
 	}
 	ksft_test_result(ok,
 			 "%s: 64 KiB, first half cached: the half copied, the rest scheduled (%lld B by P2P): %s\n",
-			 fs->name, p1 - p0, why);
+			 fs->base.name, p1 - p0, why);
 }
 
 /*
@@ -189,16 +174,16 @@ static void test_cached(struct fs *fs)
  * one copy without a plan; one at that bound is planned (no cached_requests),
  * and a plan copies a wholly cached chunk too (no P2P byte).
  */
-static void test_no_cutoff(struct fs *fs)
+static void test_no_cutoff(struct fp_fs *fs)
 {
 	char path[PATH_MAX], why[256] = "ok";
 	long long c_ns, bw, pc, bound, c[3], p[3];
 	size_t len[2];
 	int ok;
 
-	snprintf(path, sizeof(path), "/sys/block/%s/spin/c_p2p_ns", fs->disk);
+	snprintf(path, sizeof(path), "/sys/block/%s/spin/c_p2p_ns", fs->base.disk);
 	c_ns = spin_read_ll(path);
-	snprintf(path, sizeof(path), "/sys/block/%s/spin/bw_pc", fs->disk);
+	snprintf(path, sizeof(path), "/sys/block/%s/spin/bw_pc", fs->base.disk);
 	bw = spin_read_ll(path);
 	/* As sched::cost derives it: picoseconds per page, rounded; whole pages. */
 	pc = bw > 0 ? (long long)((4096ULL * 1000000000000ULL + bw / 2) / bw) : 0;
@@ -207,7 +192,7 @@ static void test_no_cutoff(struct fs *fs)
 	if (!ok)
 		snprintf(why, sizeof(why), "c_p2p_ns %lld, bw_pc %lld: bound %lld B (8-256 KiB)",
 			 c_ns, bw, bound);
-	ok = ok && !spin_write_file(fs->knob, "0");
+	ok = ok && !spin_sysfs_set(fs->knob, "0");
 	len[0] = bound - PG;
 	len[1] = bound;
 	c[0] = st(fs, "cached_requests");
@@ -219,7 +204,7 @@ static void test_no_cutoff(struct fs *fs)
 		c[i + 1] = st(fs, "cached_requests");
 		p[i + 1] = st(fs, "bytes_p2p");
 	}
-	if (spin_write_file(fs->knob, fs->cutoff))
+	if (spin_sysfs_set(fs->knob, fs->cutoff))
 		ok = 0;
 	if (ok && (c[1] - c[0] != 1 || c[2] != c[1] || p[2] != p[0])) {
 		snprintf(why, sizeof(why),
@@ -229,11 +214,11 @@ static void test_no_cutoff(struct fs *fs)
 	}
 	ksft_test_result(ok,
 			 "%s: S_cutoff 0: wholly cached %lld B is one copy without a plan, %lld B is planned and copied: %s\n",
-			 fs->name, bound - (long long)PG, bound, why);
+			 fs->base.name, bound - (long long)PG, bound, why);
 }
 
 /* One read of 16 KiB at 0 (uncached); returns the verdict table's hits and misses. */
-static int probe(struct fs *fs, long long *hits, long long *misses, char *why, size_t wl)
+static int probe(struct fp_fs *fs, long long *hits, long long *misses, char *why, size_t wl)
 {
 	long long h0 = spin_stat_get(GSTAT, "file_verdict_hits");
 	long long m0 = spin_stat_get(GSTAT, "file_verdict_misses");
@@ -245,7 +230,7 @@ static int probe(struct fs *fs, long long *hits, long long *misses, char *why, s
 	return 0;
 }
 
-static void test_verdicts(struct fs *fs)
+static void test_verdicts(struct fp_fs *fs)
 {
 	long long h[4], m[4];
 	char why[256] = "ok";
@@ -254,7 +239,7 @@ static void test_verdicts(struct fs *fs)
 	ok = !probe(fs, &h[0], &m[0], why, sizeof(why));
 	ok = ok && !probe(fs, &h[1], &m[1], why, sizeof(why));
 	ok = ok && !fchmod(fs->fd, 0600) && !probe(fs, &h[2], &m[2], why, sizeof(why));
-	ok = ok && !spin_write_file(fs->knob, fs->cutoff) &&
+	ok = ok && !spin_sysfs_set(fs->knob, fs->cutoff) &&
 	     !probe(fs, &h[3], &m[3], why, sizeof(why));
 	if (ok && (h[1] != 1 || m[1] != 0 || m[2] != 1 || h[2] != 0 || m[3] != 1 || h[3] != 0)) {
 		snprintf(why, sizeof(why),
@@ -264,11 +249,11 @@ static void test_verdicts(struct fs *fs)
 	}
 	ksft_test_result(ok,
 			 "%s: per-inode verdicts: used again, renewed by chmod and by a knob write: %s\n",
-			 fs->name, why);
+			 fs->base.name, why);
 }
 
 /* ext4: per-file data journaling takes direct I/O away; the verdict follows. */
-static int set_journal(struct fs *fs, int on)
+static int set_journal(struct fp_fs *fs, int on)
 {
 	int flags;
 
@@ -278,7 +263,7 @@ static int set_journal(struct fs *fs, int on)
 	return ioctl(fs->fd, FS_IOC_SETFLAGS, &flags);
 }
 
-static void test_journal(struct fs *fs)
+static void test_journal(struct fp_fs *fs)
 {
 	long long d0, d1, p0, p1, p2;
 	char why[256] = "ok";
@@ -314,10 +299,10 @@ static void test_journal(struct fs *fs)
 	}
 	ksft_test_result(ok,
 			 "%s: chattr +j takes P2P away at once (no_direct_io), -j gives it back: %s\n",
-			 fs->name, why);
+			 fs->base.name, why);
 }
 
-static void test_host(struct fs *fs)
+static void test_host(struct fp_fs *fs)
 {
 	long long r0, r1, r2;
 	char why[256] = "ok";
@@ -327,7 +312,7 @@ static void test_host(struct fs *fs)
 
 	r0 = st(fs, "requests");
 	n = pread(fs->fd, host, 64 * KiB, 0);
-	if (n != (ssize_t)(64 * KiB) || spin_pattern_check(host, 0, n, fs->seed) >= 0) {
+	if (n != (ssize_t)(64 * KiB) || spin_pattern_check(host, 0, n, fs->base.seed) >= 0) {
 		snprintf(why, sizeof(why), "pread into host memory: %zd", n);
 		ok = 0;
 	}
@@ -340,8 +325,8 @@ static void test_host(struct fs *fs)
 		snprintf(why, sizeof(why), "preadv: %zd (%s)", n, strerror(errno));
 		ok = 0;
 	}
-	if (ok && (spin_pattern_check(host, 128 * KiB, 4 * KiB, fs->seed) >= 0 ||
-		   spin_gpu_check(gpu, gmem + 3 * MiB, 60 * KiB, fs->seed, 132 * KiB, why,
+	if (ok && (spin_pattern_check(host, 128 * KiB, 4 * KiB, fs->base.seed) >= 0 ||
+		   spin_gpu_check(gpu, gmem + 3 * MiB, 60 * KiB, fs->base.seed, 132 * KiB, why,
 				  sizeof(why))))
 		ok = 0;
 	if (ok && (r1 != r0 || r2 - r1 != 1)) {
@@ -352,7 +337,7 @@ static void test_host(struct fs *fs)
 	}
 	ksft_test_result(ok,
 			 "%s: a process with GPU memory mapped: a read into host memory is not routed, a readv with a GPU segment is: %s\n",
-			 fs->name, why);
+			 fs->base.name, why);
 }
 
 struct remap {
@@ -409,7 +394,7 @@ static void *remap(void *addr, size_t len, int fd, int cpu)
  * mappings are changed by a thread on another CPU, whose hint the reader
  * never sees: only the mm's mmap sequence count can tell it.
  */
-static void test_host_remap(struct fs *fs, int cross)
+static void test_host_remap(struct fp_fs *fs, int cross)
 {
 	size_t len = 256 * KiB;
 	char why[256] = "ok";
@@ -427,7 +412,8 @@ static void test_host_remap(struct fs *fs, int cross)
 			other = i;
 	if (cross && other < 0) {
 		munmap(a, len);
-		ksft_test_result_skip("%s: a stale hint across CPUs: one CPU only\n", fs->name);
+		ksft_test_result_skip("%s: a stale hint across CPUs: one CPU only\n",
+				      fs->base.name);
 		return;
 	}
 	CPU_ZERO(&one);
@@ -455,7 +441,7 @@ static void test_host_remap(struct fs *fs, int cross)
 			 strerror(errno));
 		ok = 0;
 	}
-	ok = ok && !spin_gpu_check(gpu, g, 64 * KiB, fs->seed, 256 * KiB, why, sizeof(why));
+	ok = ok && !spin_gpu_check(gpu, g, 64 * KiB, fs->base.seed, 256 * KiB, why, sizeof(why));
 	if (ok && remap(a, len, -1, other) == MAP_FAILED) {
 		snprintf(why, sizeof(why), "host memory over GPU memory: %s", strerror(errno));
 		ok = 0;
@@ -468,7 +454,7 @@ static void test_host_remap(struct fs *fs, int cross)
 	}
 	r[2] = st(fs, "requests");
 	w[2] = st(fs, "write_requests");
-	if (ok && spin_pattern_check(a, 512 * KiB, 64 * KiB, fs->seed) >= 0) {
+	if (ok && spin_pattern_check(a, 512 * KiB, 64 * KiB, fs->base.seed) >= 0) {
 		snprintf(why, sizeof(why), "wrong bytes in host memory");
 		ok = 0;
 	}
@@ -483,76 +469,59 @@ static void test_host_remap(struct fs *fs, int cross)
 	if (cross)
 		ksft_test_result(ok,
 				 "%s: host memory, then GPU memory mapped at the same address by a thread on CPU %d: only the GPU read and write on CPU %d routed, at once: %s\n",
-				 fs->name, other, cpu, why);
+				 fs->base.name, other, cpu, why);
 	else
 		ksft_test_result(ok,
 				 "%s: host memory, then GPU memory mapped at the same address: only the GPU read and write routed, at once: %s\n",
-				 fs->name, why);
+				 fs->base.name, why);
 }
 
-static void run(struct fs *fs)
+static void run(struct fp_fs *fs)
 {
 	size_t off;
 
-	if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, 0, fs->dev, sizeof(fs->dev),
-			 fs->disk, sizeof(fs->disk)))
-		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->serial, strerror(errno));
-	/* ext4 honours a file's data journaling flag only without delayed allocation. */
-	if (!strcmp(fs->type, "ext4") &&
-	    (umount(fs->dir) || mount(fs->dev, fs->dir, "ext4", 0, "nodelalloc")))
-		ksft_exit_fail_msg("%s: mount -o nodelalloc: %s\n", fs->dev, strerror(errno));
-	fs->fd = -1;
-	fs->fd_ra = -1;
-	cur = fs;
-	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
-	snprintf(fs->knob, sizeof(fs->knob), "/sys/block/%s/spin/s_cutoff", fs->disk);
-	snprintf(fs->path, sizeof(fs->path), "%s/data", fs->dir);
+	SPIN_FS_SETUP_OR_EXIT(&fs->base, 0);
+	snprintf(fs->knob, sizeof(fs->knob), "/sys/block/%s/spin/s_cutoff", fs->base.disk);
 	if (spin_read_file(fs->knob, fs->cutoff, sizeof(fs->cutoff)) ||
-	    spin_write_file(fs->knob, "131072"))
+	    spin_sysfs_set(fs->knob, "131072"))
 		ksft_exit_fail_msg("%s: %s\n", fs->knob, strerror(errno));
-	fs->fd = open(fs->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	fs->fd_ra = open(fs->path, O_RDONLY);
+	fs->fd = open(fs->base.path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	fs->fd_ra = open(fs->base.path, O_RDONLY);
 	if (fs->fd < 0 || fs->fd_ra < 0 || posix_fadvise(fs->fd_ra, 0, 0, POSIX_FADV_RANDOM))
-		ksft_exit_fail_msg("%s: %s\n", fs->path, strerror(errno));
+		ksft_exit_fail_msg("%s: %s\n", fs->base.path, strerror(errno));
 	for (off = 0; off < FILE_LEN; off += MiB) {
-		spin_pattern_fill(host, off, MiB, fs->seed);
+		spin_pattern_fill(host, off, MiB, fs->base.seed);
 		if (pwrite(fs->fd, host, MiB, off) != (ssize_t)MiB)
-			ksft_exit_fail_msg("writing %s: %s\n", fs->path, strerror(errno));
+			ksft_exit_fail_msg("writing %s: %s\n", fs->base.path, strerror(errno));
 	}
 	test_cached(fs);
 	test_no_cutoff(fs);
 	test_verdicts(fs);
-	if (!strcmp(fs->type, "ext4"))
+	if (!strcmp(fs->base.type, "ext4"))
 		test_journal(fs);
 	test_host(fs);
 	test_host_remap(fs, 0);
 	test_host_remap(fs, 1);
-	restore();
+	close(fs->fd);
+	close(fs->fd_ra);
+	if (spin_fs_unmount(&fs->base))
+		ksft_print_msg("umount %s: %s\n", fs->base.dir, strerror(errno));
 }
 
 int main(void)
 {
-	struct fs ext4 = { .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-			   .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/fp-ext4", .seed = 501 };
-	struct fs xfs = { .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-			  .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/fp-xfs", .seed = 502 };
+	/* ext4 honours a file's data journaling flag only without delayed allocation. */
+	struct fp_fs ext4 = { .base = SPIN_FS_EXT4("/mnt/fp-ext4", 501) };
+	struct fp_fs xfs = { .base = SPIN_FS_XFS("/mnt/fp-xfs", 502) };
 	char ra[32];
 	int heap;
 
-	main_pid = getpid();
+	ext4.base.opts = "nodelalloc";
 	ksft_print_header();
 	ksft_set_plan(17);
-	if (spin_gpu_find(gpu, sizeof(gpu)))
-		SPIN_SKIP_MISSING("stand-in GPU not found");
-	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
-		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
-	if (spin_read_file("/sys/kernel/spin/ra_partition_pages", ra, sizeof(ra)) || !atoi(ra))
+	SPIN_GPU_SETUP_OR_EXIT(gpu, GPU_LEN, &gmem, &heap, &gbuf, MiB, &host);
+	if (spin_read_file(SPIN_SYS "/ra_partition_pages", ra, sizeof(ra)) || !atoi(ra))
 		ksft_print_msg("GPU read-ahead is off (%s)\n", ra);
-	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &gbuf);
-	host = spin_alloc_aligned(MiB);
-	if (gmem == MAP_FAILED || !host)
-		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
-	atexit(restore);
 	run(&ext4);
 	run(&xfs);
 	ksft_finished();

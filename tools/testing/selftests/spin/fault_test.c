@@ -42,17 +42,9 @@
 #define READS 150
 #define FAIL_DIR "/sys/kernel/debug/fail_make_request"
 
-struct fs {
-	const char *name, *serial, *type, *mkfs, *dir;
-	char dev[64], disk[32], stat[PATH_MAX], fail[PATH_MAX];
-	uint64_t seed;
-};
-
 static char gpu[PATH_MAX];
 static uint8_t *host;
-static const char *mounted;
 static char fail_disk[PATH_MAX];
-static pid_t main_pid;
 
 static long long p2pmem_available(void)
 {
@@ -62,28 +54,20 @@ static long long p2pmem_available(void)
 	return spin_read_ll(path);
 }
 
-/* Faults on (a share of 1 in @every bios of the disk fails) or off (@every 0). */
+/*
+ * Faults on (a share of 1 in @every bios of the disk fails) or off (@every 0);
+ * what it changes is given back at exit (spin_sysfs_set()).
+ */
 static int faults(int every)
 {
 	char v[16];
 
 	if (!every)
-		return spin_write_file(fail_disk, "0") | spin_write_file(FAIL_DIR "/probability", "0");
+		return spin_sysfs_set(fail_disk, "0") | spin_sysfs_set(FAIL_DIR "/probability", "0");
 	snprintf(v, sizeof(v), "%d", 100 / every);
-	return spin_write_file(FAIL_DIR "/verbose", "0") | spin_write_file(FAIL_DIR "/interval", "1") |
-	       spin_write_file(FAIL_DIR "/times", "-1") | spin_write_file(FAIL_DIR "/space", "0") |
-	       spin_write_file(FAIL_DIR "/probability", v) | spin_write_file(fail_disk, "1");
-}
-
-static void cleanup(void)
-{
-	if (getpid() != main_pid)
-		return;
-	if (fail_disk[0])
-		faults(0);
-	spin_write_file("/sys/kernel/spin/mode", "auto");
-	if (mounted && umount(mounted))
-		ksft_print_msg("umount %s: %s\n", mounted, strerror(errno));
+	return spin_sysfs_set(FAIL_DIR "/verbose", "0") | spin_sysfs_set(FAIL_DIR "/interval", "1") |
+	       spin_sysfs_set(FAIL_DIR "/times", "-1") | spin_sysfs_set(FAIL_DIR "/space", "0") |
+	       spin_sysfs_set(FAIL_DIR "/probability", v) | spin_sysfs_set(fail_disk, "1");
 }
 
 static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;
@@ -96,24 +80,14 @@ static unsigned long long rng(void)
 	return rng_state;
 }
 
-static void fs_setup(struct fs *fs)
+/* @fs mounted noatime, with its data file. */
+static void fs_setup(struct spin_fs *fs)
 {
-	char cmd[256], *slash;
 	int fd;
 
-	if (spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)))
-		SPIN_SKIP_MISSING("no block device with serial %s", fs->serial);
-	slash = strrchr(fs->dev, '/');
-	snprintf(fs->disk, sizeof(fs->disk), "%s", slash + 1);
-	snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
+	SPIN_FS_SETUP_OR_EXIT(fs, MS_NOATIME);
 	snprintf(fail_disk, sizeof(fail_disk), "/sys/block/%s/make-it-fail", fs->disk);
-	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
-	mkdir(fs->dir, 0755);
-	if (system(cmd) || mount(fs->dev, fs->dir, fs->type, MS_NOATIME, NULL))
-		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->dev, strerror(errno));
-	mounted = fs->dir;
-	snprintf(cmd, sizeof(cmd), "%s/data", fs->dir);
-	fd = open(cmd, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	fd = open(fs->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, FILE_LEN, fs->seed);
 	if (fd < 0 || spin_write_uncached(fd, host, FILE_LEN, 0))
 		ksft_exit_fail_msg("%s: data file: %s\n", fs->name, strerror(errno));
@@ -121,14 +95,14 @@ static void fs_setup(struct fs *fs)
 }
 
 /* Reads under faults in @mode; returns the number of reads that broke the rules. */
-static int faulty_reads(struct fs *fs, uint8_t *gmem, const char *mode, int *eio, int *shorts)
+static int faulty_reads(struct spin_fs *fs, uint8_t *gmem, const char *mode, int *eio, int *shorts)
 {
 	char path[PATH_MAX], why[256];
 	int bad = 0, fd;
 
 	snprintf(path, sizeof(path), "%s/data", fs->dir);
 	fd = open(path, O_RDONLY);
-	if (fd < 0 || spin_write_file("/sys/kernel/spin/mode", mode))
+	if (fd < 0 || spin_sysfs_set(SPIN_SYS "/mode", mode))
 		ksft_exit_fail_msg("%s: %s\n", path, strerror(errno));
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	faults(5);
@@ -163,7 +137,7 @@ static int faulty_reads(struct fs *fs, uint8_t *gmem, const char *mode, int *eio
 	return bad;
 }
 
-static void run(struct fs *fs, uint8_t *gmem)
+static void run(struct spin_fs *fs, uint8_t *gmem)
 {
 	static const char *const modes[] = { "auto", "p2p" };
 	long long ioerr0 = spin_stat_get(fs->stat, "fallback_io_error"), ioerr1;
@@ -187,7 +161,7 @@ static void run(struct fs *fs, uint8_t *gmem)
 	/* Faults off: everything reads back right, through P2P again. */
 	snprintf(path, sizeof(path), "%s/data", fs->dir);
 	fd = open(path, O_RDONLY);
-	spin_write_file("/sys/kernel/spin/mode", "auto");
+	spin_sysfs_set(SPIN_SYS "/mode", "auto");
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	ok = fd >= 0 && pread(fd, gmem, FILE_LEN, 0) == (ssize_t)FILE_LEN &&
 	     !spin_gpu_check(gpu, gmem, FILE_LEN, fs->seed, 0, why, sizeof(why));
@@ -200,7 +174,7 @@ static void run(struct fs *fs, uint8_t *gmem)
  * A P2P leg over dirty pages whose writeback fails: the read returns the
  * page cache's (newer) bytes and fsync() reports the error once.
  */
-static void writeback_error(struct fs *fs, uint8_t *gmem)
+static void writeback_error(struct spin_fs *fs, uint8_t *gmem)
 {
 	const size_t len = 16 * KiB;
 	long long ioerr0 = spin_stat_get(fs->stat, "fallback_io_error"), ioerr1;
@@ -216,18 +190,18 @@ static void writeback_error(struct fs *fs, uint8_t *gmem)
 	spin_pattern_fill(host, 0, len, fs->seed + 2000);
 	/* Nothing else dirty: the one failing bio is the writeback of these pages. */
 	if (syncfs(fd) || pwrite(fd, host, len, 0) != (ssize_t)len ||
-	    spin_write_file("/sys/kernel/spin/mode", "p2p"))
+	    spin_sysfs_set(SPIN_SYS "/mode", "p2p"))
 		ksft_exit_fail_msg("%s: %s: %s\n", fs->name, path, strerror(errno));
 	/* Exactly one bio fails: the writeback of the four dirty pages. */
-	spin_write_file(FAIL_DIR "/verbose", "0");
-	spin_write_file(FAIL_DIR "/interval", "1");
-	spin_write_file(FAIL_DIR "/space", "0");
-	spin_write_file(FAIL_DIR "/times", "1");
-	spin_write_file(FAIL_DIR "/probability", "100");
-	spin_write_file(fail_disk, "1");
+	spin_sysfs_set(FAIL_DIR "/verbose", "0");
+	spin_sysfs_set(FAIL_DIR "/interval", "1");
+	spin_sysfs_set(FAIL_DIR "/space", "0");
+	spin_sysfs_set(FAIL_DIR "/times", "1");
+	spin_sysfs_set(FAIL_DIR "/probability", "100");
+	spin_sysfs_set(fail_disk, "1");
 	n = pread(fd, gmem, len, 0);
 	faults(0);
-	spin_write_file("/sys/kernel/spin/mode", "auto");
+	spin_sysfs_set(SPIN_SYS "/mode", "auto");
 	ioerr1 = spin_stat_get(fs->stat, "fallback_io_error");
 	wrong = n != (ssize_t)len ||
 		spin_gpu_check(gpu, gmem, len, fs->seed + 2000, 0, why, sizeof(why));
@@ -246,17 +220,14 @@ static void writeback_error(struct fs *fs, uint8_t *gmem)
 
 int main(void)
 {
-	struct fs all[] = {
-		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/fault-ext4", .seed = 71 },
-		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/fault-xfs", .seed = 72 },
+	struct spin_fs all[] = {
+		SPIN_FS_EXT4("/mnt/fault-ext4", 71),
+		SPIN_FS_XFS("/mnt/fault-xfs", 72),
 	};
 	long long avail0, avail1;
 	int heap, buf;
 	uint8_t *gmem;
 
-	main_pid = getpid();
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(all) * 6 + 1);
 	if (access(FAIL_DIR, F_OK))
@@ -268,7 +239,6 @@ int main(void)
 	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
 	if (gmem == MAP_FAILED || !host || avail0 < 0)
 		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
-	atexit(cleanup);
 
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
 		fs_setup(&all[i]);
@@ -276,8 +246,7 @@ int main(void)
 		writeback_error(&all[i], gmem);
 		run(&all[i], gmem);
 		faults(0);
-		mounted = NULL;
-		if (umount(all[i].dir))
+		if (spin_fs_unmount(&all[i]))
 			ksft_print_msg("umount %s: %s\n", all[i].dir, strerror(errno));
 	}
 	munmap(gmem, GPU_LEN);

@@ -43,11 +43,6 @@
 #define JOB_DIR "/spin/fio"
 #define MAX_JOBS 32
 
-struct fs {
-	const char *name, *serial, *type, *mkfs, *dir;
-	char dev[64], disk[32], stat[PATH_MAX];
-};
-
 struct job {
 	char name[NAME_MAX + 1];	/* the file's name less ".fio": its section */
 	int direct;
@@ -58,13 +53,6 @@ struct job {
 
 static struct job jobs[MAX_JOBS];
 static int njobs;
-static const char *mounted;
-
-static void restore(void)
-{
-	if (mounted && umount(mounted))
-		ksft_print_msg("umount %s: %s\n", mounted, strerror(errno));
-}
 
 static int run(const char *cmd)
 {
@@ -102,10 +90,13 @@ static void list_jobs(void)
 		ksft_exit_fail_msg("no job files in %s\n", JOB_DIR);
 }
 
-/* Whether job @i runs on @fs: all on the first, the sequential ones on the others too. */
-static int job_on(const struct fs *fs, const struct fs *first, int i)
+/*
+ * Whether job @i runs on filesystem @f: all on the first, the sequential ones
+ * on the others too.
+ */
+static int job_on(size_t f, int i)
 {
-	return fs == first || strstr(jobs[i].name, "-seq");
+	return !f || strstr(jobs[i].name, "-seq");
 }
 
 /*
@@ -176,7 +167,7 @@ static char *slurp(const char *path)
  * verify_only run), in a directory of its own: records each job's P2P bytes
  * and marks the jobs it failed.
  */
-static void run_phase(struct fs *fs, struct fs *first, int verify)
+static void run_phase(struct spin_fs *fs, size_t f, int verify)
 {
 	const char *phase = verify ? "verify" : "write";
 	char dir[64], cmd[4 * PATH_MAX + MAX_JOBS * (NAME_MAX + 6)], path[PATH_MAX];
@@ -190,7 +181,7 @@ static void run_phase(struct fs *fs, struct fs *first, int verify)
 	at = snprintf(cmd, sizeof(cmd), "cd %s && SPIN_FIO_DIR=%s fio %s", dir, fs->dir,
 		      "--output-format=json --output=out.json");
 	for (i = 0; i < njobs; i++) {
-		if (!job_on(fs, first, i))
+		if (!job_on(f, i))
 			continue;
 		if (instrument(dir, &jobs[i], fs->stat, verify))
 			ksft_exit_fail_msg("copying job %s into %s: %s\n", jobs[i].name, dir,
@@ -211,7 +202,7 @@ static void run_phase(struct fs *fs, struct fs *first, int verify)
 		long long w0, w1, r0, r1;
 		int err;
 
-		if (!job_on(fs, first, i))
+		if (!job_on(f, i))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s.prerun.txt", dir, j->name);
 		w0 = spin_stat_get(path, "write_bytes_p2p");
@@ -241,21 +232,21 @@ static void run_phase(struct fs *fs, struct fs *first, int verify)
 }
 
 /* All of @fs's jobs: the write run, the page cache dropped, the verify run. */
-static void run_jobs(struct fs *fs, struct fs *first)
+static void run_jobs(struct spin_fs *fs, size_t f)
 {
 	for (int i = 0; i < njobs; i++) {
 		jobs[i].bad = 0;
 		snprintf(jobs[i].why, sizeof(jobs[i].why), "ok");
 	}
-	run_phase(fs, first, 0);
+	run_phase(fs, f, 0);
 	sync();
 	if (spin_write_file("/proc/sys/vm/drop_caches", "3"))
 		ksft_exit_fail_msg("drop_caches: %s\n", strerror(errno));
-	run_phase(fs, first, 1);
+	run_phase(fs, f, 1);
 	for (int i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
 
-		if (!job_on(fs, first, i))
+		if (!job_on(f, i))
 			continue;
 		if (!j->bad && j->wbytes[1]) {
 			snprintf(j->why, sizeof(j->why), "the verify run wrote");
@@ -278,11 +269,9 @@ static void run_jobs(struct fs *fs, struct fs *first)
 
 int main(void)
 {
-	struct fs all[] = {
-		{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-		  .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/fio-ext4" },
-		{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs",
-		  .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/fio-xfs" },
+	struct spin_fs all[] = {
+		SPIN_FS_EXT4("/mnt/fio-ext4", 0),
+		SPIN_FS_XFS("/mnt/fio-xfs", 0),
 	};
 	char gpu[PATH_MAX], mem[PATH_MAX + 32];
 	int plan = 0;
@@ -291,28 +280,14 @@ int main(void)
 	list_jobs();
 	for (size_t f = 0; f < ARRAY_SIZE(all); f++)
 		for (int j = 0; j < njobs; j++)
-			plan += !!job_on(&all[f], &all[0], j);
+			plan += !!job_on(f, j);
 	ksft_set_plan(plan);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
 		SPIN_SKIP_MISSING("stand-in GPU not found");
 	snprintf(mem, sizeof(mem), "%s/p2pmem/allocate", gpu);
 	if (setenv("SPIN_FIO_MEM", mem, 1) ||
-	    spin_write_file("/sys/kernel/spin/mode", "auto"))
+	    spin_sysfs_set(SPIN_SYS "/mode", "auto"))
 		ksft_exit_fail_msg("setup: %s\n", strerror(errno));
-	atexit(restore);
-	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		struct fs *fs = &all[i];
-
-		if (spin_fs_make(fs->serial, fs->mkfs, fs->type, fs->dir, 0, fs->dev,
-				 sizeof(fs->dev), fs->disk, sizeof(fs->disk)))
-			ksft_exit_fail_msg("%s on %s (%s): %s\n", fs->type, fs->dev, fs->serial,
-					   strerror(errno));
-		mounted = fs->dir;
-		snprintf(fs->stat, sizeof(fs->stat), "/sys/block/%s/spin/stat", fs->disk);
-		run_jobs(fs, &all[0]);
-		mounted = NULL;
-		if (umount(fs->dir))
-			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
-	}
+	SPIN_FS_EACH_OR_EXIT(all, ARRAY_SIZE(all), 0, run_jobs);
 	ksft_finished();
 }

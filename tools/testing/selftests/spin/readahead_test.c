@@ -70,33 +70,42 @@
 static char gpu[PATH_MAX];
 static uint8_t *gmem;		/* GPU memory, GPU_LEN bytes */
 static uint8_t *host;		/* host scratch, 16 MiB */
-static char limit_saved[64];
-static pid_t main_pid;
 
+/* The read-ahead partition's limit, given back at exit (spin_sysfs_set()). */
 static int set_limit(long long pages)
 {
 	char v[32];
 
 	snprintf(v, sizeof(v), "%lld", pages);
-	return spin_write_file(SPIN_SYS "/ra_partition_pages", v);
+	return spin_sysfs_set(SPIN_SYS "/ra_partition_pages", v);
 }
 
-static void restore(void)
+#define EVENT "spin/spin_readahead"
+
+/*
+ * The read-ahead partition's counters (SPIN_SYS "/stat"): part_stats() reads
+ * them, part_since() how much each grew since part_stats() read @p0.
+ */
+enum { P_EVICTED, P_BACKGROUND, P_GONE, P_BUSY, P_HELD, P_UNRESERVED, P_CONSUMED_FIRST,
+	P_NO_ROOM, P_RETRIES, P_NR };
+
+static void part_stats(long long *v)
 {
-	if (getpid() != main_pid)
-		return;
-	if (limit_saved[0])
-		spin_write_file(SPIN_SYS "/ra_partition_pages", limit_saved);
+	static const char *const names[P_NR] = {
+		"ra_pages_evicted", "ra_pages_evicted_background", "ra_pages_gone",
+		"ra_pages_busy", "ra_pages_held", "ra_pages_unreserved",
+		"ra_pages_consumed_first", "ra_legs_no_room", "ra_reserve_retries",
+	};
+
+	for (int i = 0; i < P_NR; i++)
+		v[i] = spin_stat_get(SPIN_SYS "/stat", names[i]);
 }
 
-/* tracefs, mounted if it is not yet. */
-static int trace_on(const char *val)
+static void part_since(const long long *p0, long long *d)
 {
-	const char *ev = "/sys/kernel/tracing/events/spin/spin_readahead/enable";
-
-	if (access(ev, F_OK))
-		mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
-	return spin_write_file(ev, val);
+	part_stats(d);
+	for (int i = 0; i < P_NR; i++)
+		d[i] -= p0[i];
 }
 
 /* Resident pages of @fd's first @pages pages, as mincore() sees them. */
@@ -314,8 +323,7 @@ static void one_stream(struct spin_fs *fs)
 	size_t pages = 10 * LIMIT, len = pages * PG;
 	struct bound b = { .nr = 1, .pages = pages };
 	long long req0, hit0, p2p0, pf0, req1, hit1, p2p1, pf1, done;
-	long long ev0, bg0, ev1, bg1, gone0, gone1, busy0, busy1, unres0, unres1, part = -1;
-	long long cf0, cf1;
+	long long p0[P_NR], d[P_NR], unres1, part = -1;
 	static unsigned char vec[10 * LIMIT];
 	char path[PATH_MAX], why[256], trace[8192];
 	long res = -1;
@@ -325,18 +333,13 @@ static void one_stream(struct spin_fs *fs)
 	b.fd[0] = make_named(fs, "stream", pages, fs->seed, path);
 	if (b.fd[0] < 0)
 		ksft_exit_fail_msg("%s: stream file: %s\n", fs->name, strerror(errno));
-	if (trace_on("1") || spin_write_file("/sys/kernel/tracing/trace", ""))
+	if (spin_trace_event(EVENT, 1) || spin_write_file("/sys/kernel/tracing/trace", ""))
 		ksft_print_msg("%s: tracefs: %s\n", fs->name, strerror(errno));
 	req0 = spin_stat_get(fs->stat, "ra_requests");
 	hit0 = spin_stat_get(fs->stat, "ra_hits");
 	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
 	pf0 = spin_stat_get(fs->stat, "ra_pages_prefetched");
-	ev0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted");
-	bg0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background");
-	gone0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_gone");
-	busy0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy");
-	unres0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_unreserved");
-	cf0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_consumed_first");
+	part_stats(p0);
 	bound_start(&b);
 	done = stream(b.fd[0], 0, len, PG);
 	bound_end(&b);
@@ -345,11 +348,11 @@ static void one_stream(struct spin_fs *fs)
 	hit1 = spin_stat_get(fs->stat, "ra_hits");
 	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	pf1 = spin_stat_get(fs->stat, "ra_pages_prefetched");
-	trace_on("0");
+	spin_trace_event(EVENT, 0);
 
-	ksft_test_result(!b.bad && b.max <= LIMIT && b.max > 0 && unres1 == unres0,
+	ksft_test_result(!b.bad && b.max <= LIMIT && b.max > 0 && unres1 == p0[P_UNRESERVED],
 			 "%s: one GPU stream over %zu pages: at most %ld resident (partition %d), %lld pages admitted unreserved\n",
-			 fs->name, pages, b.max, LIMIT, unres1 - unres0);
+			 fs->name, pages, b.max, LIMIT, unres1 - p0[P_UNRESERVED]);
 	ok = done == (long long)len && !gpu_ok(0, len, fs->seed, 0, why, sizeof(why));
 	ksft_test_result(ok, "%s: one GPU stream: %lld of %zu bytes right in GPU memory%s%s\n",
 			 fs->name, done, len, ok ? "" : ": ", ok ? "" : why);
@@ -375,17 +378,13 @@ static void one_stream(struct spin_fs *fs)
 			break;
 		usleep(10000);
 	}
-	ev1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted");
-	bg1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background");
-	gone1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_gone");
-	busy1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy");
-	cf1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_consumed_first");
-	ok = bg1 - bg0 > 0 && ev1 - ev0 - (bg1 - bg0) <= LIMIT / 4 && part >= 0 &&
-	     part <= LIMIT * 11 / 16 && res >= 0 && res <= part && cf1 - cf0 > 0;
+	part_since(p0, d);
+	ok = d[P_BACKGROUND] > 0 && d[P_EVICTED] - d[P_BACKGROUND] <= LIMIT / 4 && part >= 0 &&
+	     part <= LIMIT * 11 / 16 && res >= 0 && res <= part && d[P_CONSUMED_FIRST] > 0;
 	ksft_test_result(ok,
 			 "%s: the background evictor dropped %lld consumed pages (readers %lld, at most %d; %lld past its target, consumed first); %lld pages left in the partition, %ld of the file resident; %lld gone, %lld busy\n",
-			 fs->name, bg1 - bg0, (ev1 - ev0) - (bg1 - bg0), LIMIT / 4, cf1 - cf0,
-			 part, res, gone1 - gone0, busy1 - busy0);
+			 fs->name, d[P_BACKGROUND], d[P_EVICTED] - d[P_BACKGROUND], LIMIT / 4,
+			 d[P_CONSUMED_FIRST], part, res, d[P_GONE], d[P_BUSY]);
 	if (!ok && res > 0)
 		print_runs(fs, vec, pages);
 	close(b.fd[0]);
@@ -617,16 +616,11 @@ static void four_streams(struct spin_fs *fs)
 	struct bound b = { .nr = STREAMS, .pages = pages };
 	char path[STREAMS][PATH_MAX], name[16], why[256];
 	long long req0 = spin_stat_get(fs->stat, "ra_requests"), req1;
-	long long busy0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy"), busy1;
-	long long held0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_held"), held1;
-	long long ev0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted"), ev1;
-	long long bg0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background"), bg1;
-	long long unres0 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_unreserved"), unres1;
-	long long noroom0 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room"), noroom1;
-	long long retry0 = spin_stat_get(SPIN_SYS "/stat", "ra_reserve_retries"), retry1;
+	long long p0[P_NR], d[P_NR];
 	pid_t pid[STREAMS];
 	int fails = 0, live;
 
+	part_stats(p0);
 	for (int i = 0; i < STREAMS; i++) {
 		snprintf(name, sizeof(name), "s%d", i);
 		b.fd[i] = make_named(fs, name, pages, fs->seed + 10 + i, path[i]);
@@ -661,19 +655,13 @@ static void four_streams(struct spin_fs *fs)
 	} while (live);
 	bound_end(&b);
 	req1 = spin_stat_get(fs->stat, "ra_requests");
-	busy1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_busy");
-	held1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_held");
-	ev1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted");
-	bg1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_evicted_background");
-	unres1 = spin_stat_get(SPIN_SYS "/stat", "ra_pages_unreserved");
-	noroom1 = spin_stat_get(SPIN_SYS "/stat", "ra_legs_no_room");
-	retry1 = spin_stat_get(SPIN_SYS "/stat", "ra_reserve_retries");
+	part_since(p0, d);
 	/* What the partition did meanwhile: the first thing to look at past the bound. */
 	ksft_print_msg("%s: four streams: %lld pages evicted (%lld by readers)\n",
-		       fs->name, ev1 - ev0, (ev1 - ev0) - (bg1 - bg0));
+		       fs->name, d[P_EVICTED], d[P_EVICTED] - d[P_BACKGROUND]);
 	ksft_print_msg("%s: four streams: %lld pages found busy and held, %lld forgotten; "
 		       "%lld reservations tried them again\n",
-		       fs->name, held1 - held0, busy1 - busy0, retry1 - retry0);
+		       fs->name, d[P_HELD], d[P_BUSY], d[P_RETRIES]);
 	/*
 	 * Every leg reserved room for what it read ahead before it read
 	 * (ra_pages_unreserved: admitted beyond a reservation) and none had to
@@ -681,9 +669,9 @@ static void four_streams(struct spin_fs *fs)
 	 */
 	ksft_test_result(!fails && !b.bad && b.max <= LIMIT &&
 			 req1 - req0 == (long long)(STREAMS * pages) &&
-			 unres1 == unres0 && noroom1 == noroom0,
+			 !d[P_UNRESERVED] && !d[P_NO_ROOM],
 			 "%s: four concurrent GPU streams: at most %ld pages of the four files resident (partition %d), %lld read-ahead requests, %lld pages admitted unreserved, %lld legs without room\n",
-			 fs->name, b.max, LIMIT, req1 - req0, unres1 - unres0, noroom1 - noroom0);
+			 fs->name, b.max, LIMIT, req1 - req0, d[P_UNRESERVED], d[P_NO_ROOM]);
 	for (int i = 0; i < STREAMS; i++) {
 		if (gpu_ok(i * len, len, fs->seed + 10 + i, 0, why, sizeof(why))) {
 			fails++;
@@ -889,15 +877,16 @@ static void test_bridge(struct spin_fs *fs)
 	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
 	br0 = spin_stat_get(SPIN_SYS "/stat", "ra_windows_bridged");
 	/* the windows read ahead, printed if the stream misses */
-	spin_write_file("/sys/kernel/tracing/events/readahead/enable", "1");
-	tfd = trace_on("1") ? -1 : open("/sys/kernel/tracing/trace", O_WRONLY | O_TRUNC);
+	spin_trace_event("readahead", 1);
+	tfd = spin_trace_event(EVENT, 1) ? -1 :
+	      open("/sys/kernel/tracing/trace", O_WRONLY | O_TRUNC);
 	if (tfd < 0)
 		ksft_print_msg("%s: tracefs: %s\n", fs->name, strerror(errno));
 	else
 		close(tfd);
 	done = stream(fd, 0, len, 64 * KiB);
-	trace_on("0");
-	spin_write_file("/sys/kernel/tracing/events/readahead/enable", "0");
+	spin_trace_event(EVENT, 0);
+	spin_trace_event("readahead", 0);
 	req1 = spin_stat_get(fs->stat, "ra_requests");
 	hit1 = spin_stat_get(fs->stat, "ra_hits");
 	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
@@ -1216,6 +1205,27 @@ static void test_knob(struct spin_fs *fs)
 	unlink(path);
 }
 
+/* Each filesystem's tests: the knob's on the first, the held pages' on the others. */
+static void test_fs(struct spin_fs *fs, size_t i)
+{
+	one_stream(fs);
+	four_streams(fs);
+	test_cached_readers(fs);
+	test_spliced(fs);
+	test_dontcache(fs);
+	test_promotion(fs);
+	test_advice(fs);
+	test_dirty(fs);
+	test_bridge(fs);
+	test_punch(fs);
+	if (i == 0) {
+		test_knob(fs);
+	} else {
+		test_held(fs);
+		test_held_limit(fs);
+	}
+}
+
 int main(void)
 {
 	struct spin_fs all[] = {
@@ -1224,47 +1234,12 @@ int main(void)
 	};
 	int heap, buf;
 
-	main_pid = getpid();
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(all) * 21 + 6);
-	if (sysconf(_SC_PAGESIZE) != (long)PG)
-		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
-				   sysconf(_SC_PAGESIZE), PG);
-	if (spin_gpu_find(gpu, sizeof(gpu)))
-		SPIN_SKIP_MISSING("stand-in GPU not found");
-	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
-	host = spin_alloc_aligned(16 * MiB);
-	if (gmem == MAP_FAILED || !host)
-		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
-	if (spin_read_file(SPIN_SYS "/ra_partition_pages", limit_saved, sizeof(limit_saved)) ||
-	    spin_write_file(SPIN_SYS "/mode", "auto") || set_limit(LIMIT))
-		ksft_exit_fail_msg("spin knobs: %s\n", strerror(errno));
-	atexit(restore);
-
-	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		struct spin_fs *fs = &all[i];
-
-		SPIN_FS_SETUP_OR_EXIT(fs, 0);
-		ksft_print_msg("%s on %s (%s)\n", fs->type, fs->dev, fs->serial);
-		one_stream(fs);
-		four_streams(fs);
-		test_cached_readers(fs);
-		test_spliced(fs);
-		test_dontcache(fs);
-		test_promotion(fs);
-		test_advice(fs);
-		test_dirty(fs);
-		test_bridge(fs);
-		test_punch(fs);
-		if (i == 0) {
-			test_knob(fs);
-		} else {
-			test_held(fs);
-			test_held_limit(fs);
-		}
-		if (spin_fs_unmount(fs))
-			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
-	}
+	SPIN_GPU_SETUP_OR_EXIT(gpu, GPU_LEN, &gmem, &heap, &buf, 16 * MiB, &host);
+	if (set_limit(LIMIT))
+		ksft_exit_fail_msg("ra_partition_pages: %s\n", strerror(errno));
+	SPIN_FS_EACH_OR_EXIT(all, ARRAY_SIZE(all), 0, test_fs);
 	munmap(gmem, GPU_LEN);
 	close(buf);
 	close(heap);

@@ -44,35 +44,6 @@
 
 static char gpu[PATH_MAX];
 static uint8_t *gmem, *host;
-static pid_t main_pid;
-static const char *mounts[4];
-
-static void restore(void)
-{
-	if (getpid() != main_pid)
-		return;
-	for (int i = ARRAY_SIZE(mounts) - 1; i >= 0; i--)
-		if (mounts[i] && umount(mounts[i]))
-			ksft_print_msg("umount %s: %s\n", mounts[i], strerror(errno));
-}
-
-static void mkfs_mount(const char *serial, const char *mkfs, const char *type,
-		       const char *dir, int slot, char *dev, size_t devlen)
-{
-	char disk[32];
-
-	if (spin_fs_make(serial, mkfs, type, dir, 0, dev, devlen, disk, sizeof(disk)))
-		ksft_exit_fail_msg("%s on %s (%s): %s\n", type, dev, serial, strerror(errno));
-	mounts[slot] = dir;
-}
-
-static void unmount(int slot)
-{
-	if (umount(mounts[slot]))
-		ksft_print_msg("umount %s: %s\n", mounts[slot], strerror(errno));
-	mounts[slot] = NULL;
-}
-
 /* ---- 1. the largest file offsets ------------------------------------------- */
 
 static void test_top(void)
@@ -271,13 +242,11 @@ static void test_overlay(void)
 	mkdir(lower, 0755);
 	mkdir(upper, 0755);
 	mkdir(work, 0755);
-	mkdir(merged, 0755);
 	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
-	if (mount("overlay", merged, "overlay", 0, opts)) {
+	if (spin_mount("overlay", merged, "overlay", 0, opts)) {
 		ksft_test_result_fail("overlayfs: mount: %s\n", strerror(errno));
 		return;
 	}
-	mounts[3] = merged;
 	snprintf(path, sizeof(path), "%s/f", merged);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, len, 10);
@@ -319,39 +288,32 @@ static void test_overlay(void)
 out:
 	if (fd >= 0)
 		close(fd);
-	unmount(3);
+	if (spin_umount(merged))
+		ksft_print_msg("umount %s: %s\n", merged, strerror(errno));
 }
 
 int main(void)
 {
-	char dev0[64], dev1[64];
+	struct spin_fs xfs = SPIN_FS_XFS("/mnt/rb-xfs", 0);
+	struct spin_fs ext4 = SPIN_FS_EXT4("/mnt/rb-ext4", 0);
 	int heap, buf;
 
-	main_pid = getpid();
 	ksft_print_header();
 	ksft_set_plan(4);
 	signal(SIGXFSZ, SIG_IGN);
-	if (spin_gpu_find(gpu, sizeof(gpu)))
-		SPIN_SKIP_MISSING("stand-in GPU not found");
-	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
-	host = spin_alloc_aligned(8 * MiB);
-	if (gmem == MAP_FAILED || !host)
-		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
-	if (spin_write_file(SPIN_SYS "/mode", "auto"))
-		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
-	atexit(restore);
+	SPIN_GPU_SETUP_OR_EXIT(gpu, GPU_LEN, &gmem, &heap, &buf, 8 * MiB, &host);
 
-	mkfs_mount(SPIN_NVME1_SERIAL, SPIN_MKFS_XFS, "xfs", "/mnt/rb-xfs", 0, dev1,
-		   sizeof(dev1));
+	SPIN_FS_SETUP_OR_EXIT(&xfs, 0);
 	test_top();
 	test_internal();
-	unmount(0);
+	if (spin_fs_unmount(&xfs))
+		ksft_print_msg("umount %s: %s\n", xfs.dir, strerror(errno));
 
-	mkfs_mount(SPIN_NVME0_SERIAL, SPIN_MKFS_EXT4, "ext4", "/mnt/rb-ext4", 2, dev0,
-		   sizeof(dev0));
+	SPIN_FS_SETUP_OR_EXIT(&ext4, 0);
 	test_fork();
 	test_overlay();
-	unmount(2);
+	if (spin_fs_unmount(&ext4))
+		ksft_print_msg("umount %s: %s\n", ext4.dir, strerror(errno));
 
 	munmap(gmem, GPU_LEN);
 	close(buf);

@@ -631,34 +631,24 @@ static void xfs_atomicity(struct router_fs *fs)
 	sys_write(SPIN_SYS "/atomic_reads", "1");
 }
 
+static void consistency_tests(struct router_fs *fs)
+{
+	STEP(consistency(fs));
+	STEP(con_phase(fs, "auto", 0));
+	STEP(con_phase(fs, "p2p", 0));
+	STEP(con_phase(fs, "auto", 1));
+	STEP(con_phase(fs, "p2p", 1));
+	if (!strcmp(fs->base.type, "xfs"))
+		STEP(xfs_atomicity(fs));
+}
+
 int main(void)
 {
-	struct router_fs ext4 = { .base = RT_EXT4 }, xfs = { .base = RT_XFS };
-	struct router_fs *both[] = { &ext4, &xfs };
-	struct timespec t0, t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(both) * RESULTS_PER_FS + RESULTS_XFS);
+	ksft_set_plan(RT_NFS * RESULTS_PER_FS + RESULTS_XFS);
 	router_init();
-	for (size_t i = 0; i < ARRAY_SIZE(both); i++) {
-		struct router_fs *fs = both[i];
-
-		/* The tests make their own files: the data file is small. */
-		fs_setup(fs, SMALL_LEN);
-		ksft_print_msg("%s on %s (%s, direct-I/O block %lld, memory alignment %lld)\n",
-			       fs->base.type, fs->base.dev, fs->base.serial, fs->lbs,
-			       fs->dma_align);
-		STEP(consistency(fs));
-		STEP(con_phase(fs, "auto", 0));
-		STEP(con_phase(fs, "p2p", 0));
-		STEP(con_phase(fs, "auto", 1));
-		STEP(con_phase(fs, "p2p", 1));
-		if (!strcmp(fs->base.type, "xfs"))
-			STEP(xfs_atomicity(fs));
-		fs_teardown(fs);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ksft_print_msg("router_consistency_test took %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
+	/* The tests make their own files: the data file is small. */
+	router_each_fs(SMALL_LEN, consistency_tests);
+	router_took();
 	ksft_finished();
 }

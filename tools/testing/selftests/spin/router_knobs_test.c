@@ -144,15 +144,12 @@ static void test_knobs(void)
 int main(void)
 {
 	struct router_fs ext4 = { .base = RT_EXT4 };
-	struct timespec t0, t1;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ksft_print_header();
 	ksft_set_plan(RESULTS);
 	fs_find(&ext4);
 	snprintf(knob_disk, sizeof(knob_disk), "%s", ext4.base.disk);
 	test_knobs();
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ksft_print_msg("router_knobs_test took %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
+	router_took();
 	ksft_finished();
 }

@@ -816,3 +816,33 @@ void router_init(void)
 	if (sys_write(SPIN_SYS "/ra_partition_pages", "0"))
 		ksft_exit_fail_msg("cannot turn GPU read-ahead off: %s\n", strerror(errno));
 }
+
+static double router_t0;
+
+__attribute__((constructor)) static void router_start(void)
+{
+	router_t0 = spin_now();
+}
+
+void router_each_fs(long long size, void (*tests)(struct router_fs *fs))
+{
+	struct router_fs ext4 = { .base = RT_EXT4 }, xfs = { .base = RT_XFS };
+	struct router_fs *both[] = { &ext4, &xfs };
+
+	for (size_t i = 0; i < ARRAY_SIZE(both); i++) {
+		struct router_fs *fs = both[i];
+
+		fs_setup(fs, size);
+		ksft_print_msg("%s on %s (%s, direct-I/O block %lld, memory alignment %lld)\n",
+			       fs->base.type, fs->base.dev, fs->base.serial, fs->lbs,
+			       fs->dma_align);
+		tests(fs);
+		fs_teardown(fs);
+	}
+}
+
+void router_took(void)
+{
+	ksft_print_msg("%s took %.0f s\n", program_invocation_short_name,
+		       spin_now() - router_t0);
+}

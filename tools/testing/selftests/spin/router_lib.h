@@ -173,6 +173,15 @@ void router_init(void);
 /* The router's tests' own filesystems. */
 #define RT_EXT4 SPIN_FS_EXT4("/mnt/rt-ext4", 51)
 #define RT_XFS SPIN_FS_XFS("/mnt/rt-xfs", 52)
+/*
+ * The tests of a program that runs them on ext4 and xfs (RT_EXT4, RT_XFS, so
+ * RT_NFS filesystems): for each, fs_setup() with a data file of @size bytes,
+ * @tests, fs_teardown().
+ */
+#define RT_NFS 2
+void router_each_fs(long long size, void (*tests)(struct router_fs *fs));
+/* Says how long the program has taken. */
+void router_took(void);
 
 /* Run one step of the test and say how long it took. */
 #define STEP(call)							\

@@ -550,6 +550,20 @@ static void boundaries(struct router_fs *fs)
 			 fs->base.name, r.bad ? r.why : "ok");
 }
 
+/* One observed read() of @len bytes at the file position, @pos, into GPU offset @goff. */
+static void read_at_position(struct router_fs *fs, size_t goff, size_t len, long long pos,
+			     struct res *r, const char *label)
+{
+	struct obs o;
+	ssize_t n;
+
+	poison(goff, len);
+	obs_begin(fs, &o, r, label);
+	n = read(fs->fd, gmem + goff, len);
+	check_read(fs, &o, n, len, pos, goff, r, label);
+	trace_free(&o.tr);
+}
+
 static void read_position(struct router_fs *fs)
 {
 	long long start = 5000, pos = start;
@@ -564,21 +578,13 @@ static void read_position(struct router_fs *fs)
 	if (posix_fadvise(fs->fd, 0, 0, POSIX_FADV_DONTNEED))
 		fail(&r, label, "fadvise: %s", strerror(errno));
 	lseek(fs->fd, start, SEEK_SET);
-	poison(2 * MiB + start % PG, l1);
-	obs_begin(fs, &o, &r, label);
-	n = read(fs->fd, gmem + 2 * MiB + start % PG, l1);
-	check_read(fs, &o, n, l1, pos, 2 * MiB + start % PG, &r, label);
-	trace_free(&o.tr);
+	read_at_position(fs, 2 * MiB + start % PG, l1, pos, &r, label);
 	pos += l1;
 	at = lseek(fs->fd, 0, SEEK_CUR);
 	if (at != pos)
 		fail(&r, label, "position %lld after read() of %zu at %lld", (long long)at, l1,
 		     start);
-	poison(6 * MiB + pos % PG, l2);
-	obs_begin(fs, &o, &r, label);
-	n = read(fs->fd, gmem + 6 * MiB + pos % PG, l2);
-	check_read(fs, &o, n, l2, pos, 6 * MiB + pos % PG, &r, label);
-	trace_free(&o.tr);
+	read_at_position(fs, 6 * MiB + pos % PG, l2, pos, &r, label);
 	pos += l2;
 	at = lseek(fs->fd, 0, SEEK_CUR);
 	if (at != pos)
@@ -687,34 +693,24 @@ static void modes(struct router_fs *fs)
 			 fs->base.name, p2p.bad ? p2p.why : "ok");
 }
 
+static void read_tests(struct router_fs *fs)
+{
+	STEP(read_matrix(fs));
+	STEP(eof_reads(fs));
+	STEP(preadv_mixed(fs));
+	STEP(read_position(fs));
+	STEP(boundaries(fs));
+	STEP(chunk_pipeline(fs));
+	STEP(queue_overlap(fs));
+	STEP(modes(fs));
+}
+
 int main(void)
 {
-	struct router_fs ext4 = { .base = RT_EXT4 }, xfs = { .base = RT_XFS };
-	struct router_fs *both[] = { &ext4, &xfs };
-	struct timespec t0, t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(both) * RESULTS_PER_FS);
+	ksft_set_plan(RT_NFS * RESULTS_PER_FS);
 	router_init();
-	for (size_t i = 0; i < ARRAY_SIZE(both); i++) {
-		struct router_fs *fs = both[i];
-
-		fs_setup(fs, DATA_LEN);
-		ksft_print_msg("%s on %s (%s, direct-I/O block %lld, memory alignment %lld)\n",
-			       fs->base.type, fs->base.dev, fs->base.serial, fs->lbs,
-			       fs->dma_align);
-		STEP(read_matrix(fs));
-		STEP(eof_reads(fs));
-		STEP(preadv_mixed(fs));
-		STEP(read_position(fs));
-		STEP(boundaries(fs));
-		STEP(chunk_pipeline(fs));
-		STEP(queue_overlap(fs));
-		STEP(modes(fs));
-		fs_teardown(fs);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ksft_print_msg("router_read_test took %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
+	router_each_fs(DATA_LEN, read_tests);
+	router_took();
 	ksft_finished();
 }

@@ -69,24 +69,15 @@ struct shared {
 	long by_entry[4];		/* GPU reads by pread, preadv, io_uring, aio */
 };
 
-struct fs {
-	const char *name, *serial, *type, *mkfs, *dir;
-	uint64_t seed;
-	char dev[64], ro[PATH_MAX], w[PATH_MAX];
-};
-
-static struct fs all[] = {
-	{ .name = "ext4", .serial = SPIN_NVME0_SERIAL, .type = "ext4",
-	  .mkfs = SPIN_MKFS_EXT4,
-	  .dir = "/mnt/soak-ext4", .seed = 901 },
-	{ .name = "xfs", .serial = SPIN_NVME1_SERIAL, .type = "xfs", .mkfs = SPIN_MKFS_XFS,
-	  .dir = "/mnt/soak-xfs", .seed = 902 },
+/* The readers read each filesystem's data file; the writers write its file "w". */
+static struct spin_fs all[] = {
+	SPIN_FS_EXT4("/mnt/soak-ext4", 901),
+	SPIN_FS_XFS("/mnt/soak-xfs", 902),
 };
 
 static char gpu[PATH_MAX];
 static struct shared *sh;
 static double deadline;
-static pid_t main_pid;
 
 static uint64_t rng(uint64_t *s)
 {
@@ -194,9 +185,9 @@ static ssize_t gpu_read(int entry, int fd, uint8_t *dst, size_t len, off_t pos,
  * Reads @fs's read-only file into GPU memory until the deadline. With
  * @lenient (the unbind phase) bytes are not checked and EFAULT ends it.
  */
-static void __noreturn gpu_reader(struct fs *fs, uint64_t s, int lenient)
+static void __noreturn gpu_reader(struct spin_fs *fs, uint64_t s, int lenient)
 {
-	int heap, buf, fd = open(fs->ro, O_RDONLY);
+	int heap, buf, fd = open(fs->path, O_RDONLY);
 	uint8_t *g = spin_gpu_buffer(gpu, RBUF, &heap, &buf);
 	struct spin_ring ring;
 	char why[256];
@@ -245,10 +236,10 @@ static void __noreturn gpu_reader(struct fs *fs, uint64_t s, int lenient)
 
 /* ---- CPU readers and droppers ----------------------------------------------- */
 
-static void __noreturn cpu_reader(struct fs *fs, uint64_t s)
+static void __noreturn cpu_reader(struct spin_fs *fs, uint64_t s)
 {
 	uint8_t *h = spin_alloc_aligned(4 * MiB);
-	int fd = open(fs->ro, O_RDONLY);
+	int fd = open(fs->path, O_RDONLY);
 	const uint8_t *map = fd < 0 ? MAP_FAILED : mmap(NULL, RO_LEN, PROT_READ, MAP_SHARED, fd, 0);
 
 	if (!h || map == MAP_FAILED) {
@@ -281,7 +272,7 @@ static void __noreturn cpu_reader(struct fs *fs, uint64_t s)
 
 static void __noreturn dropper(uint64_t s)
 {
-	int fd[2] = { open(all[0].ro, O_RDONLY), open(all[1].ro, O_RDONLY) };
+	int fd[2] = { open(all[0].path, O_RDONLY), open(all[1].path, O_RDONLY) };
 
 	while (running()) {
 		size_t len;
@@ -299,12 +290,16 @@ static void __noreturn dropper(uint64_t s)
 
 /* ---- writers ---------------------------------------------------------------- */
 
-static void __noreturn writer(struct fs *fs, uint64_t s)
+static void __noreturn writer(struct spin_fs *fs, uint64_t s)
 {
 	uint8_t *shadow = calloc(1, W_LEN), *h = spin_alloc_aligned(W_LEN);
-	int heap, buf, fd = open(fs->w, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	uint8_t *g = spin_gpu_buffer(gpu, W_LEN, &heap, &buf);
-	char why[256];
+	char why[256], path[PATH_MAX];
+	int heap, buf, fd;
+	uint8_t *g;
+
+	snprintf(path, sizeof(path), "%s/w", fs->dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	g = spin_gpu_buffer(gpu, W_LEN, &heap, &buf);
 
 	if (!shadow || !h || fd < 0 || g == MAP_FAILED || ftruncate(fd, W_LEN)) {
 		bad(K_WRITE, &sh->t[K_WRITE].errors, "%s: writer setup: %s", fs->name,
@@ -396,7 +391,7 @@ static void *remapper(void *arg)
 
 static void __noreturn mapper(uint64_t s)
 {
-	int heap = spin_heap_open(gpu), fd = open(all[0].ro, O_RDONLY);
+	int heap = spin_heap_open(gpu), fd = open(all[0].path, O_RDONLY);
 	char why[256];
 
 	if (heap < 0 || fd < 0) {
@@ -483,41 +478,28 @@ static void __noreturn mapper(uint64_t s)
 
 /* ---- phases ----------------------------------------------------------------- */
 
-static void fs_setup(struct fs *fs)
+/* @fs mounted, with its data file. */
+static void fs_setup(struct spin_fs *fs)
 {
 	uint8_t *h = spin_alloc_aligned(MiB);
-	char cmd[256];
 	int fd;
 
-	if (spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)))
-		SPIN_SKIP_MISSING("no block device with serial %s", fs->serial);
-	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
-	mkdir(fs->dir, 0755);
-	if (!h || system(cmd) || mount(fs->dev, fs->dir, fs->type, 0, NULL))
-		ksft_exit_fail_msg("%s on %s: %s\n", fs->type, fs->dev, strerror(errno));
-	snprintf(fs->ro, sizeof(fs->ro), "%s/ro", fs->dir);
-	snprintf(fs->w, sizeof(fs->w), "%s/w", fs->dir);
-	fd = open(fs->ro, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (!h)
+		ksft_exit_fail_msg("%s: %s\n", fs->name, strerror(errno));
+	SPIN_FS_SETUP_OR_EXIT(fs, 0);
+	fd = open(fs->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	for (size_t off = 0; fd >= 0 && off < RO_LEN; off += MiB) {
 		spin_pattern_fill(h, off, MiB, fs->seed);
 		if (pwrite(fd, h, MiB, off) != (ssize_t)MiB)
-			ksft_exit_fail_msg("%s: %s: %s\n", fs->name, fs->ro, strerror(errno));
+			ksft_exit_fail_msg("%s: %s: %s\n", fs->name, fs->path, strerror(errno));
 	}
 	if (fd < 0 || fsync(fd))
-		ksft_exit_fail_msg("%s: %s: %s\n", fs->name, fs->ro, strerror(errno));
+		ksft_exit_fail_msg("%s: %s: %s\n", fs->name, fs->path, strerror(errno));
 	close(fd);
 	free(h);
 }
 
-static void cleanup(void)
-{
-	if (getpid() != main_pid)
-		return;
-	for (size_t i = 0; i < ARRAY_SIZE(all); i++)
-		umount2(all[i].dir, MNT_DETACH);
-}
-
-static pid_t spawn(int k, struct fs *fs, uint64_t seed, int lenient)
+static pid_t spawn(int k, struct spin_fs *fs, uint64_t seed, int lenient)
 {
 	pid_t pid = fork();
 
@@ -702,7 +684,6 @@ int main(void)
 	int np = 0;
 	double t0;
 
-	main_pid = getpid();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	ksft_print_header();
 	ksft_set_plan(K_NR + 4);
@@ -713,10 +694,9 @@ int main(void)
 		ksft_exit_fail_msg("shared memory: %s\n", strerror(errno));
 	memset(sh, 0, sizeof(*sh));
 	avail0 = p2pmem_available();
-	atexit(cleanup);
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++)
 		fs_setup(&all[i]);
-	if (spin_write_file("/sys/kernel/spin/mode", "auto"))
+	if (spin_sysfs_set(SPIN_SYS "/mode", "auto"))
 		ksft_exit_fail_msg("mode auto: %s\n", strerror(errno));
 
 	t0 = spin_now();

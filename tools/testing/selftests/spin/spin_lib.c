@@ -422,6 +422,14 @@ void spin_restore(void)
 	if (!record)
 		return;
 	record_lock();
+	while (record->nsaved) {
+		unsigned int i = --record->nsaved;
+		int ret = spin_write_file(record->saved[i].path, record->saved[i].val);
+
+		if (ret)
+			fprintf(stderr, "# restoring %s to %s: %s\n", record->saved[i].path,
+				record->saved[i].val, strerror(-ret));
+	}
 	while (record->nmounts) {
 		const char *dir = record->mounts[--record->nmounts];
 
@@ -431,15 +439,53 @@ void spin_restore(void)
 			umount2(dir, MNT_DETACH);
 		}
 	}
-	while (record->nsaved) {
-		unsigned int i = --record->nsaved;
-		int ret = spin_write_file(record->saved[i].path, record->saved[i].val);
+	record_unlock();
+}
 
-		if (ret)
-			fprintf(stderr, "# restoring %s to %s: %s\n", record->saved[i].path,
-				record->saved[i].val, strerror(-ret));
+int spin_trace_event(const char *event, int on)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "/sys/kernel/tracing/events/%s/enable", event);
+	if (access(path, F_OK))
+		mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
+	return spin_sysfs_set(path, on ? "1" : "0");
+}
+
+int spin_mount(const char *src, const char *dir, const char *type, unsigned long flags,
+	       const char *data)
+{
+	if (!record || record->nmounts == MOUNTS_MAX) {
+		errno = ENOSPC;
+		return -1;
+	}
+	mkdir(dir, 0755);
+	if (mount(src, dir, type, flags, data))
+		return -1;
+	record_lock();
+	snprintf(record->mounts[record->nmounts++], PATH_MAX, "%s", dir);
+	record_unlock();
+	return 0;
+}
+
+int spin_umount(const char *dir)
+{
+	int ret = umount(dir);
+
+	/* Unmounted now or not at all: spin_restore() tries again at exit if it failed. */
+	if (ret || !record)
+		return ret;
+	record_lock();
+	for (unsigned int i = record->nmounts; i-- > 0;) {
+		if (strcmp(record->mounts[i], dir))
+			continue;
+		memmove(record->mounts[i], record->mounts[i + 1],
+			(record->nmounts - i - 1) * sizeof(record->mounts[0]));
+		record->nmounts--;
+		break;
 	}
 	record_unlock();
+	return 0;
 }
 
 int spin_fs_find(struct spin_fs *fs)
@@ -471,46 +517,40 @@ int spin_fs_setup(struct spin_fs *fs, unsigned long flags)
 	char cmd[512];
 	int status;
 
-	if (!record || record->nmounts == MOUNTS_MAX) {
-		errno = ENOSPC;
-		return -1;
-	}
 	if (spin_fs_find(fs))
 		return -1;
 	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fs->mkfs, fs->dev);
-	mkdir(fs->dir, 0755);
 	status = system(cmd);
 	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status)) {
 		errno = EIO;
 		return -1;
 	}
-	if (mount(fs->dev, fs->dir, fs->type, flags, NULL))
+	if (spin_mount(fs->dev, fs->dir, fs->type, flags, fs->opts))
 		return -1;
-	record_lock();
-	snprintf(record->mounts[record->nmounts++], PATH_MAX, "%s", fs->dir);
-	record_unlock();
 	snprintf(fs->path, sizeof(fs->path), "%s/data", fs->dir);
 	return 0;
 }
 
 int spin_fs_unmount(struct spin_fs *fs)
 {
-	int ret = umount(fs->dir);
+	return spin_umount(fs->dir);
+}
 
-	/* Unmounted now or not at all: spin_restore() tries again at exit if it failed. */
-	if (ret || !record)
-		return ret;
-	record_lock();
-	for (unsigned int i = record->nmounts; i-- > 0;) {
-		if (strcmp(record->mounts[i], fs->dir))
-			continue;
-		memmove(record->mounts[i], record->mounts[i + 1],
-			(record->nmounts - i - 1) * sizeof(record->mounts[0]));
-		record->nmounts--;
-		break;
+struct spin_fs *spin_fs_each(struct spin_fs *all, size_t n, unsigned long flags,
+			     void (*test)(struct spin_fs *fs, size_t i))
+{
+	for (size_t i = 0; i < n; i++) {
+		struct spin_fs *fs = &all[i];
+
+		if (spin_fs_setup(fs, flags))
+			return fs;
+		printf("# %s on %s (%s), logical block %u\n", fs->type, fs->dev, fs->serial,
+		       fs->lbs);
+		test(fs, i);
+		if (spin_fs_unmount(fs))
+			printf("# umount %s: %s\n", fs->dir, strerror(errno));
 	}
-	record_unlock();
-	return 0;
+	return NULL;
 }
 
 int spin_virtio_blockdev(const char *serial, char *dev, size_t len)
@@ -1090,6 +1130,33 @@ void *spin_gpu_buffer(const char *pcidir, size_t len, int *heap, int *buf)
 		return MAP_FAILED;
 	}
 	return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *buf, 0);
+}
+
+int spin_gpu_setup(char *gpu, size_t gpu_len, uint8_t **gmem, int *heap, int *buf,
+		   size_t host_len, uint8_t **host)
+{
+	int ret;
+
+	if (sysconf(_SC_PAGESIZE) != 4096) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (spin_gpu_find(gpu, PATH_MAX)) {
+		errno = ENODEV;
+		return -1;
+	}
+	*gmem = spin_gpu_buffer(gpu, gpu_len, heap, buf);
+	if (*gmem == MAP_FAILED)
+		return -1;
+	*host = spin_alloc_aligned(host_len);
+	if (!*host)
+		return -1;
+	ret = spin_sysfs_set(SPIN_SYS "/mode", "auto");
+	if (ret) {
+		errno = -ret;
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- a minimal io_uring ------------------------------------------------- */

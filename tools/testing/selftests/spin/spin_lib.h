@@ -47,6 +47,7 @@ struct spin_fs {
 	const char *type;	/* for mount(2) */
 	const char *mkfs;	/* mkfs command line; the device is appended */
 	const char *dir;	/* mount point */
+	const char *opts;	/* mount options (mount(2) data), or NULL */
 	unsigned long long seed;	/* the test pattern of its files */
 	char dev[80];		/* /dev/nvmeXnY */
 	char disk[80];		/* nvmeXnY */
@@ -67,27 +68,45 @@ struct spin_fs {
 int spin_fs_find(struct spin_fs *fs);
 /*
  * spin_fs_find(), then makes the filesystem, mounts it with mount(2) @flags
- * and fills in path; spin_restore() unmounts it. 0, or -1 with errno: ENODEV when the
- * rig has no disk with that serial (the test skips: SPIN_SKIP_MISSING()),
- * EIO when mkfs failed, ERANGE when the logical block size is not 512 to
- * 4096 bytes, or mount's error.
+ * and @fs->opts (spin_mount()) and fills in path. 0, or -1 with errno: ENODEV
+ * when the rig has no disk with that serial (the test skips:
+ * SPIN_SKIP_MISSING()), EIO when mkfs failed, ERANGE when the logical block
+ * size is not 512 to 4096 bytes, or mount's error.
  */
 int spin_fs_setup(struct spin_fs *fs, unsigned long flags);
-/* Unmounts @fs before the end of the program: 0 or -1 with errno. */
+/* Unmounts @fs before the end of the program: spin_umount(). */
 int spin_fs_unmount(struct spin_fs *fs);
+/*
+ * The tests of a program that runs them on each filesystem in turn: for each
+ * of the @n of @all, spin_fs_setup() with @flags, @test(fs, i), then
+ * spin_fs_unmount(). NULL when all ran, else the filesystem that could not be
+ * set up (errno as spin_fs_setup()): see SPIN_FS_EACH_OR_EXIT().
+ */
+struct spin_fs *spin_fs_each(struct spin_fs *all, size_t n, unsigned long flags,
+			     void (*test)(struct spin_fs *fs, size_t i));
 
 /*
  * The state a program changes and must give back. spin_sysfs_set() records
  * the value @path had before the program first changed it, then writes @val
- * (0 or a negative errno, as spin_write_file()). spin_restore() writes every
- * recorded value back, the last changed first, and unmounts the filesystems
- * of spin_fs_setup(), the last mounted first. It runs when the program's
- * first process exits; the record is shared with the processes it forks
- * (the harness runs each test in a child), so what they change is given
- * back too. A test calls it itself only to restore early.
+ * (0 or a negative errno, as spin_write_file()). spin_mount() mounts (its
+ * directory made if missing) and records the mount; spin_umount() unmounts
+ * and forgets it (0, or -1 with errno). spin_restore() writes every recorded
+ * value back, the last changed first, then unmounts the recorded mounts, the
+ * last mounted first. It runs when the program's first process exits; the
+ * record is shared with the processes it forks (the harness runs each test
+ * in a child), so what they change is given back too. A test calls it itself
+ * only to restore early.
  */
 int spin_sysfs_set(const char *path, const char *val);
+int spin_mount(const char *src, const char *dir, const char *type, unsigned long flags,
+	       const char *data);
+int spin_umount(const char *dir);
 void spin_restore(void);
+/*
+ * Turns the trace event @event ("group/name") on or off, as spin_sysfs_set()
+ * (given back at exit); mounts tracefs first if it is not mounted.
+ */
+int spin_trace_event(const char *event, int on);
 
 /*
  * A device of the rig the test needs is missing: off the rig, the program
@@ -98,16 +117,30 @@ void spin_restore(void);
 #define SPIN_SKIP_MISSING(fmt, ...) \
 	ksft_exit_skip("not on the spin rig: " fmt "\n", ##__VA_ARGS__)
 
+/* @fs could not be set up: the program skips (no such disk) or fails. */
+#define SPIN_FS_EXIT(fs) do {								\
+	const struct spin_fs *fs_ = (fs);						\
+											\
+	if (errno == ENODEV)								\
+		SPIN_SKIP_MISSING("no block device with serial %s", fs_->serial);	\
+	ksft_exit_fail_msg("%s on %s (%s): %s\n", fs_->type, fs_->dev, fs_->serial,	\
+			   strerror(errno));						\
+} while (0)
+
 /* spin_fs_setup(), or the program skips (no such disk) or fails. */
 #define SPIN_FS_SETUP_OR_EXIT(fs, flags) do {						\
-	struct spin_fs *fs_ = (fs);							\
+	struct spin_fs *fs_setup_ = (fs);						\
 											\
-	if (spin_fs_setup(fs_, flags)) {						\
-		if (errno == ENODEV)							\
-			SPIN_SKIP_MISSING("no block device with serial %s", fs_->serial); \
-		ksft_exit_fail_msg("%s on %s (%s): %s\n", fs_->type, fs_->dev,		\
-				   fs_->serial, strerror(errno));			\
-	}									\
+	if (spin_fs_setup(fs_setup_, flags))						\
+		SPIN_FS_EXIT(fs_setup_);						\
+} while (0)
+
+/* spin_fs_each(), or the program skips (no such disk) or fails. */
+#define SPIN_FS_EACH_OR_EXIT(all, n, flags, test) do {					\
+	const struct spin_fs *fs_each_ = spin_fs_each(all, n, flags, test);		\
+											\
+	if (fs_each_)									\
+		SPIN_FS_EXIT(fs_each_);							\
 } while (0)
 
 double spin_now(void);
@@ -143,6 +176,25 @@ int spin_gpu_compare(const char *pcidir, const void *addr, size_t len, const voi
 int spin_heap_open(const char *pcidir);
 int spin_heap_alloc(int heap, size_t len, unsigned int fd_flags, unsigned long long heap_flags);
 void *spin_gpu_buffer(const char *pcidir, size_t len, int *heap, int *buf);
+/*
+ * What a test of routed I/O sets up first: finds the stand-in GPU (its sysfs
+ * directory into @gpu, PATH_MAX bytes), maps @gpu_len bytes of its memory at
+ * *@gmem (spin_gpu_buffer()), allocates @host_len bytes of page-aligned host
+ * memory at *@host and sets the router's mode to auto (spin_sysfs_set()).
+ * 0, or -1 with errno: ENODEV when the rig has no stand-in GPU, EINVAL when
+ * the page size is not the 4 KiB the tests assume.
+ */
+int spin_gpu_setup(char *gpu, size_t gpu_len, uint8_t **gmem, int *heap, int *buf,
+		   size_t host_len, uint8_t **host);
+/* spin_gpu_setup(), or the program skips (no stand-in GPU) or fails. */
+#define SPIN_GPU_SETUP_OR_EXIT(gpu, gpu_len, gmem, heap, buf, host_len, host) do {	\
+	if (spin_gpu_setup(gpu, gpu_len, gmem, heap, buf, host_len, host)) {		\
+		if (errno == ENODEV)							\
+			SPIN_SKIP_MISSING("stand-in GPU not found");			\
+		ksft_exit_fail_msg("GPU set-up (4 KiB pages, memory, mode auto): %s\n",	\
+				   strerror(errno));					\
+	}										\
+} while (0)
 
 void spin_pattern_fill(void *buf, uint64_t off, size_t len, uint64_t seed);
 ssize_t spin_pattern_check(const void *buf, uint64_t off, size_t len, uint64_t seed);
@@ -178,7 +230,10 @@ void spin_ring_exit(struct spin_ring *r);
 struct iocb;
 long long spin_aio_one(struct iocb *cb);
 
-/* The kernel log: how often @needle is in it; whether the last line with @key goes on with @rest. */
+/*
+ * The kernel log: how often @needle is in it; whether the last line with @key
+ * goes on with @rest.
+ */
 int spin_log_count(const char *needle);
 int spin_log_last_is(const char *key, const char *rest);
 

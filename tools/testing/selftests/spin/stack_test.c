@@ -89,7 +89,6 @@
 #define FILE_LEN (8 * MiB + 5000)	/* the file read into GPU memory */
 #define WR_POS (2 * 4096)		/* the write from GPU memory: one direct write */
 #define WR_LEN (4 * MiB)
-#define EVENT "/sys/kernel/tracing/events/spin/spin_route/enable"
 /*
  * ext4 over a stack is made with lazy inode tables (mkfs stays quick on the
  * larger arrays) and mounted without the thread that would zero them in the
@@ -137,8 +136,8 @@ static char dev0[64], dev1[64], dev2[64];	/* /dev/nvmeXn1 of spin-nvme0, 1, 2 */
  * two members, and the one the GPU cannot reach for a "distance" stack.
  */
 static char mem0[64], mem1[64], far[64];
-static char stack_disk[64];	/* the stack being tested (md0, dm-N, nvmeXnY) */
 static pid_t main_pid;
+static char stack_disk[64];	/* the stack being tested (md0, dm-N, nvmeXnY) */
 static int mounted, md_made, dm_made;
 
 /* Runs a shell command, output discarded; 0 if it exited with 0. */
@@ -172,13 +171,15 @@ static void teardown(void)
 	dm_made = 0;
 }
 
-static void restore(void)
+/*
+ * At exit, before spin_lib gives back the mode and the trace event: the stack
+ * of a test that did not finish goes.
+ */
+static void cleanup(void)
 {
 	if (getpid() != main_pid)
 		return;
 	teardown();
-	spin_write_file(SPIN_SYS "/mode", "auto");
-	spin_write_file(EVENT, "0");
 	/* Leave the disks without md superblocks for the tests that follow. */
 	sh("mdadm --zero-superblock %s %s %s >/dev/null 2>&1", dev0, dev1, dev2);
 }
@@ -1130,15 +1131,14 @@ static int swap_reap(pid_t pid)
 /* The first line of /sys/block/<disk>/spin/p2p ("queue 0" or "queue 1") in @out. */
 static void queue_line(const char *disk, char *out, size_t len)
 {
-	char path[PATH_MAX], buf[4096];
+	char path[PATH_MAX];
 
 	snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", disk);
-	if (spin_read_file(path, buf, sizeof(buf))) {
+	if (spin_read_file(path, out, len)) {
 		snprintf(out, len, "-");
 		return;
 	}
-	buf[strcspn(buf, "\n")] = 0;
-	snprintf(out, len, "%s", buf);
+	out[strcspn(out, "\n")] = 0;
 }
 
 /*
@@ -1182,7 +1182,7 @@ static void table_swap(void)
 	}
 	/* The whole read is one P2P leg. */
 	memset(gmem, 0, SWAP_LEN);
-	ok = ok && !spin_write_file(SPIN_SYS "/mode", "p2p");
+	ok = ok && !spin_sysfs_set(SPIN_SYS "/mode", "p2p");
 	counters(stat, &a);
 
 	/* New bios wait in dm; the filesystem is frozen, so its sectors hold still. */
@@ -1221,7 +1221,7 @@ static void table_swap(void)
 		st[i] = kid[i] > 0 ? swap_reap(kid[i]) : -1;
 	counters(stat, &b);
 	queue_line(disk, q1, sizeof(q1));
-	spin_write_file(SPIN_SYS "/mode", "auto");
+	spin_sysfs_set(SPIN_SYS "/mode", "auto");
 
 	if (ok && st[0] != EIO) {
 		snprintf(why, sizeof(why), "the O_DIRECT read: %s, want EIO%s",
@@ -1279,14 +1279,13 @@ int main(void)
 		  DISTANCE },
 	};
 	long long entries;
-	int heap, buf;
+	int heap, buf, ret;
 
 	main_pid = getpid();
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(stacks) * STACK_RESULTS + 4 + ARRAY_SIZE(mpaths) * STACK_RESULTS +
 		      3);
-	if (spin_gpu_find(gpu, sizeof(gpu)))
-		SPIN_SKIP_MISSING("stand-in GPU not found");
+	SPIN_GPU_SETUP_OR_EXIT(gpu, GPU_LEN, &gmem, &heap, &buf, FILE_LEN, &host);
 	if (spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
 	    spin_nvme_blockdev(SPIN_NVME1_SERIAL, dev1, sizeof(dev1)) ||
 	    spin_nvme_blockdev(SPIN_NVME2_SERIAL, dev2, sizeof(dev2)))
@@ -1294,17 +1293,12 @@ int main(void)
 	if (system("mdadm --version >/dev/null 2>&1") ||
 	    system("dmsetup --version >/dev/null 2>&1"))
 		ksft_exit_fail_msg("mdadm and dmsetup are needed (the rig's initramfs has them)\n");
-	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
-	host = spin_alloc_aligned(FILE_LEN);
-	if (gmem == MAP_FAILED || !host)
-		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
-	if (access(EVENT, F_OK))
-		mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
-	if (spin_write_file(SPIN_SYS "/mode", "auto") || spin_write_file(EVENT, "1"))
-		ksft_exit_fail_msg("spin mode or trace event: %s\n", strerror(errno));
+	ret = spin_trace_event("spin/spin_route", 1);
+	if (ret)
+		ksft_exit_fail_msg("trace event spin_route: %s\n", strerror(-ret));
 	mkdir("/run", 0755);
 	mkdir(MNT, 0755);
-	atexit(restore);
+	atexit(cleanup);
 	entries = spin_stat_get(SPIN_SYS "/stat", "disk_entries");
 
 	for (size_t i = 0; i < ARRAY_SIZE(stacks); i++)

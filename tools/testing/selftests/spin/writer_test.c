@@ -68,22 +68,13 @@
 #define SRC 0			/* GPU offset of write sources */
 #define BACK (32 * MiB)		/* GPU offset of read-backs */
 #define HOST_LEN (32 * MiB)
-#define EVENT "/sys/kernel/tracing/events/spin/spin_route_write/enable"
+#define EVENT "spin/spin_route_write"
 #define TRACE "/sys/kernel/tracing/trace"
 
 
 static char gpu[PATH_MAX];
 static uint8_t *gmem;		/* GPU memory, GPU_LEN bytes */
 static uint8_t *host;		/* host scratch, HOST_LEN bytes */
-static pid_t main_pid;
-
-static void restore(void)
-{
-	if (getpid() != main_pid)
-		return;
-	spin_write_file(SPIN_SYS "/mode", "auto");
-	spin_write_file(EVENT, "0");
-}
 
 struct counts {
 	long long req, pc, p2p, fb_mode, fb_mis, fb_append, fb_split, ioerr;
@@ -213,7 +204,7 @@ static void test_shapes(struct spin_fs *fs)
 	FILE *tr;
 
 	fd = open_new(fs, "shapes", 0, path);
-	if (fd < 0 || spin_write_file(TRACE, "") || spin_write_file(EVENT, "1")) {
+	if (fd < 0 || spin_trace_event(EVENT, 1) || spin_write_file(TRACE, "")) {
 		ksft_test_result_fail("%s: shapes: setup: %s\n", fs->name, strerror(errno));
 		return;
 	}
@@ -248,7 +239,7 @@ static void test_shapes(struct spin_fs *fs)
 		total += w[i].len;
 	}
 	counts(fs, &c1);
-	spin_write_file(EVENT, "0");
+	spin_trace_event(EVENT, 0);
 	/* This file's events only: the trace may hold those of other files. */
 	snprintf(ino, sizeof(ino), " ino=%llu ", fstat(fd, &st) ? 0ULL :
 		 (unsigned long long)st.st_ino);
@@ -850,18 +841,18 @@ static void test_inode_flags(struct spin_fs *fs)
 	 * the write (EPERM), xfs lets it through. The routed write must do what
 	 * the filesystem's own buffered write does (pagecache mode).
 	 */
-	if (set_flag(fd, FS_IMMUTABLE_FL, 1) || spin_write_file(SPIN_SYS "/mode", "pagecache")) {
+	if (set_flag(fd, FS_IMMUTABLE_FL, 1) || spin_sysfs_set(SPIN_SYS "/mode", "pagecache")) {
 		snprintf(why, sizeof(why), "FS_IMMUTABLE_FL: %s", strerror(errno));
 		ok = 0;
 	}
 	if (ok) {
 		n1 = pwrite(fd, gmem + SRC, MiB, 0);
 		e1 = errno;
-		spin_write_file(SPIN_SYS "/mode", "auto");
+		spin_sysfs_set(SPIN_SYS "/mode", "auto");
 		n2 = pwrite(fd, gmem + SRC, MiB, 0);
 		e2 = errno;
 	}
-	spin_write_file(SPIN_SYS "/mode", "auto");
+	spin_sysfs_set(SPIN_SYS "/mode", "auto");
 	set_flag(fd, FS_IMMUTABLE_FL, 0);
 	if (ok && (n1 != n2 || (n1 < 0 && e1 != e2))) {
 		snprintf(why, sizeof(why), "immutable: page cache %zd (%s), routed %zd (%s)", n1,
@@ -1033,9 +1024,9 @@ static void test_fallbacks(struct spin_fs *fs)
 	}
 	/* pagecache mode: all through the page cache. */
 	counts(fs, &c0);
-	ok = !spin_write_file(SPIN_SYS "/mode", "pagecache") && !gpu_fill(SRC, 2 * MiB, 0, seed) &&
+	ok = !spin_sysfs_set(SPIN_SYS "/mode", "pagecache") && !gpu_fill(SRC, 2 * MiB, 0, seed) &&
 	     pwrite(fd, gmem + SRC, 2 * MiB, 0) == (ssize_t)(2 * MiB);
-	spin_write_file(SPIN_SYS "/mode", "auto");
+	spin_sysfs_set(SPIN_SYS "/mode", "auto");
 	counts(fs, &c1);
 	/* A GPU address one byte off the file offset's alignment. */
 	ok = ok && !gpu_fill(SRC + 1, MiB, 2 * MiB, seed) &&
@@ -1126,37 +1117,33 @@ static void test_times(struct spin_fs *fs)
 
 static void test_disk_fallbacks(void)
 {
-	static const struct {
-		const char *name, *serial, *type, *mkfs, *dir, *counter;
-		int virtio;
+	struct {
+		const char *name, *counter;
+		struct spin_fs fs;	/* a disk's; tmpfs without a serial */
 	} d[] = {
-		{ "tmpfs (no block device)", NULL, "tmpfs", NULL, "/mnt/wr-tmpfs",
-		  "write_fallback_no_bdev", 0 },
-		{ "ext4 on spin-nvme2 (no P2P path)", SPIN_NVME2_SERIAL, "ext4",
-		  SPIN_MKFS_EXT4, "/mnt/wr-far", "write_fallback_distance", 0 },
-		{ "xfs on spin-vblk (no P2PDMA queue)", SPIN_VBLK_SERIAL, "xfs", SPIN_MKFS_XFS,
-		  "/mnt/wr-vblk", "write_fallback_queue", 1 },
+		{ "tmpfs (no block device)", "write_fallback_no_bdev", { .dir = "/mnt/wr-tmpfs" } },
+		{ "ext4 on spin-nvme2 (no P2P path)", "write_fallback_distance",
+		  { .name = "ext4", .serial = SPIN_NVME2_SERIAL, .type = "ext4",
+		    .mkfs = SPIN_MKFS_EXT4, .dir = "/mnt/wr-far" } },
+		{ "xfs on spin-vblk (no P2PDMA queue)", "write_fallback_queue",
+		  { .name = "xfs", .serial = SPIN_VBLK_SERIAL, .virtio = 1, .type = "xfs",
+		    .mkfs = SPIN_MKFS_XFS, .dir = "/mnt/wr-vblk" } },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(d); i++) {
-		char dev[64], cmd[256], path[PATH_MAX], why[256] = "ok";
+		char path[PATH_MAX], why[256] = "ok";
 		long long c0, c1, p0, p1;
-		int fd, ok = 1;
+		int fd, ok;
 
-		mkdir(d[i].dir, 0755);
-		if (!d[i].serial) {
-			ok = !mount("tmpfs", d[i].dir, "tmpfs", 0, "size=64m");
-		} else {
-			ok = !(d[i].virtio ? spin_virtio_blockdev(d[i].serial, dev, sizeof(dev)) :
-					     spin_nvme_blockdev(d[i].serial, dev, sizeof(dev)));
-			snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", d[i].mkfs, dev);
-			ok = ok && !system(cmd) && !mount(dev, d[i].dir, d[i].type, 0, NULL);
-		}
+		if (!d[i].fs.serial)
+			ok = !spin_mount("tmpfs", d[i].fs.dir, "tmpfs", 0, "size=64m");
+		else
+			ok = !spin_fs_setup(&d[i].fs, 0);
 		if (!ok) {
 			ksft_test_result_fail("%s: setup: %s\n", d[i].name, strerror(errno));
 			continue;
 		}
-		snprintf(path, sizeof(path), "%s/f", d[i].dir);
+		snprintf(path, sizeof(path), "%s/f", d[i].fs.dir);
 		fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 		c0 = spin_stat_get(SPIN_SYS "/stat", d[i].counter);
 		p0 = spin_stat_get(SPIN_SYS "/stat", "write_bytes_p2p");
@@ -1177,9 +1164,25 @@ static void test_disk_fallbacks(void)
 				 d[i].name, d[i].counter, why);
 		if (fd >= 0)
 			close(fd);
-		if (umount(d[i].dir))
-			ksft_print_msg("umount %s: %s\n", d[i].dir, strerror(errno));
+		if (spin_umount(d[i].fs.dir))
+			ksft_print_msg("umount %s: %s\n", d[i].fs.dir, strerror(errno));
 	}
+}
+
+/* Each filesystem's tests; the number of results each reports. */
+static void test_fs(struct spin_fs *fs, size_t i)
+{
+	test_shapes(fs);		/* 2 */
+	test_consistency(fs);		/* 2 */
+	test_append(fs);		/* 1 */
+	test_races(fs);			/* 2 */
+	test_sync(fs);			/* 1 */
+	test_rlimit(fs);		/* 1 */
+	test_inode_flags(fs);		/* 1 */
+	test_allocation(fs);		/* 1 */
+	test_fallbacks(fs);		/* 3 */
+	test_times(fs);			/* 1 */
+	test_enospc(fs);		/* 1 */
 }
 
 int main(void)
@@ -1190,44 +1193,10 @@ int main(void)
 	};
 	int heap, buf;
 
-	main_pid = getpid();
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(all) * 16 + 3);
-	if (sysconf(_SC_PAGESIZE) != (long)PG)
-		ksft_exit_fail_msg("page size %ld, this test assumes %lu\n",
-				   sysconf(_SC_PAGESIZE), PG);
-	if (spin_gpu_find(gpu, sizeof(gpu)))
-		SPIN_SKIP_MISSING("stand-in GPU not found");
-	gmem = spin_gpu_buffer(gpu, GPU_LEN, &heap, &buf);
-	host = spin_alloc_aligned(HOST_LEN);
-	if (gmem == MAP_FAILED || !host)
-		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
-	if (access(EVENT, F_OK))
-		mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
-	if (spin_write_file(SPIN_SYS "/mode", "auto"))
-		ksft_exit_fail_msg("spin mode: %s\n", strerror(errno));
-	atexit(restore);
-
-	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		struct spin_fs *fs = &all[i];
-
-		SPIN_FS_SETUP_OR_EXIT(fs, 0);
-		ksft_print_msg("%s on %s (%s), logical block %u\n", fs->type, fs->dev,
-			       fs->serial, fs->lbs);
-		test_shapes(fs);		/* 2 */
-		test_consistency(fs);		/* 2 */
-		test_append(fs);		/* 1 */
-		test_races(fs);			/* 2 */
-		test_sync(fs);			/* 1 */
-		test_rlimit(fs);		/* 1 */
-		test_inode_flags(fs);		/* 1 */
-		test_allocation(fs);		/* 1 */
-		test_fallbacks(fs);		/* 3 */
-		test_times(fs);			/* 1 */
-		test_enospc(fs);		/* 1 */
-		if (spin_fs_unmount(fs))
-			ksft_print_msg("umount %s: %s\n", fs->dir, strerror(errno));
-	}
+	SPIN_GPU_SETUP_OR_EXIT(gpu, GPU_LEN, &gmem, &heap, &buf, HOST_LEN, &host);
+	SPIN_FS_EACH_OR_EXIT(all, ARRAY_SIZE(all), 0, test_fs);
 	test_disk_fallbacks();		/* 3 */
 	munmap(gmem, GPU_LEN);
 	close(buf);
