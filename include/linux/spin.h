@@ -41,11 +41,14 @@ static inline bool spin_wants_current(void) { return false; }
 static inline void spin_disk_release(struct gendisk *disk) { }
 #endif /* CONFIG_SPIN */
 
-/*
- * spin_read_iter() and spin_write_iter() replace ->read_iter() and
- * ->write_iter() in the entry points of user space (read(2) and write(2) and
- * their positioned and vectored forms, io_uring, aio; writes inside
- * file_start_write()), with the same context and return values.
+/**
+ * spin_read_iter() - ->read_iter(), through the spin router if needed
+ * @iocb: the read's control block
+ * @iter: the destination
+ *
+ * Context: as ->read_iter(), from the read entry points of user space
+ * (read(2), pread(2) and the vectored forms, io_uring and aio).
+ * Return: as ->read_iter().
  */
 static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
@@ -54,6 +57,15 @@ static inline ssize_t spin_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 	return iocb->ki_filp->f_op->read_iter(iocb, iter);
 }
 
+/**
+ * spin_write_iter() - ->write_iter(), through the spin router if needed
+ * @iocb: the write's control block
+ * @iter: the source
+ *
+ * Context: as ->write_iter(), from the write entry points of user space,
+ * inside file_start_write().
+ * Return: as ->write_iter().
+ */
 static inline ssize_t spin_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
 	if (spin_wants_current())

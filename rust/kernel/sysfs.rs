@@ -6,8 +6,9 @@
 //! [`include/linux/kobject.h`](srctree/include/linux/kobject.h) and
 //! [`include/linux/device.h`](srctree/include/linux/device.h).
 //!
-//! Every file of a group is one attribute: a static [`KobjAttribute`] or [`DeviceAttribute`]
-//! whose operations are one type implementing [`KobjAttributeOps`] or [`DeviceAttributeOps`].
+//! Every file of a group is one attribute: a `static` [`KobjAttribute`] or [`DeviceAttribute`]
+//! whose operations are one type implementing [`KobjAttributeOps`] or [`DeviceAttributeOps`]
+//! (attributes are statics: lockdep keys static attributes by their address).
 //! There is no multiplexing by attribute number: each file has its own `show` and `store`.
 //! The attributes are listed in an [`AttributeList`] and form an [`AttributeGroup`], which is
 //! either given to a device's `groups` (by C code that creates the device) or made a directory
@@ -18,7 +19,7 @@
 //! ```
 //! use kernel::prelude::*;
 //! use kernel::str::Formatter;
-//! use kernel::sysfs::{AttributeGroup, AttributeList, KobjAttribute, KobjAttributeOps};
+//! use kernel::sysfs::{AttributeGroup, AttributeList, Kobj, KobjAttribute, KobjAttributeOps};
 //! use core::fmt::Write;
 //!
 //! struct Answer;
@@ -31,8 +32,8 @@
 //! }
 //!
 //! static ANSWER: KobjAttribute<Answer> = KobjAttribute::new(c"answer", 0o444);
-//! static ATTRS: AttributeList<1> = AttributeList::new([ANSWER.as_attr()]);
-//! static GROUP: AttributeGroup = AttributeGroup::new(None, &ATTRS);
+//! static ATTRS: AttributeList<Kobj, 1> = AttributeList::new([ANSWER.as_attr()]);
+//! static GROUP: AttributeGroup<Kobj> = AttributeGroup::new(None, &ATTRS);
 //! ```
 
 use crate::{
@@ -47,21 +48,10 @@ use crate::{
 };
 use core::{marker::PhantomData, ptr};
 
-/// Returns an all-zero `T` in const context.
-///
-/// # Safety
-///
-/// All-zero bytes must be a valid value of `T`.
-const unsafe fn zeroed<T>() -> T {
-    // SAFETY: The caller guarantees that all-zero bytes are a valid `T`.
-    unsafe { core::mem::MaybeUninit::zeroed().assume_init() }
-}
-
 /// The `struct attribute` of a file named `name` with permissions `mode`.
 const fn raw_attribute(name: &'static CStr, mode: u16) -> bindings::attribute {
-    // SAFETY: `struct attribute` is plain data (pointers, integers and, with lockdep, a lock
-    // class key that static attributes leave zeroed); all-zero is valid.
-    let mut attr: bindings::attribute = unsafe { zeroed() };
+    // With lockdep, the lock class key of a static attribute stays zeroed.
+    let mut attr: bindings::attribute = pin_init::zeroed();
     attr.name = crate::str::as_char_ptr_in_const_context(name);
     attr.mode = mode;
     attr
@@ -77,7 +67,8 @@ unsafe fn show_into(buf: *mut c_char, show: impl FnOnce(&mut Formatter<'_>) -> R
     let page = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), PAGE_SIZE) };
     let mut f = Formatter::new(page);
     match show(&mut f) {
-        Ok(()) => f.bytes_written() as isize,
+        // A full page is truncated; sysfs takes at most `PAGE_SIZE - 1` bytes.
+        Ok(()) => f.bytes_written().min(PAGE_SIZE - 1) as isize,
         Err(e) => e.to_errno() as isize,
     }
 }
@@ -98,6 +89,22 @@ unsafe fn store_from(
         Ok(()) => count as isize,
         Err(e) => e.to_errno() as isize,
     }
+}
+
+/// Marks the attributes of kobjects that carry no data of their own ([`KobjAttribute`]).
+pub enum Kobj {}
+
+/// Marks the attributes of devices ([`DeviceAttribute`]).
+pub enum Dev {}
+
+/// A file for an [`AttributeList`] of kind `K` ([`Kobj`] or [`Dev`]): only
+/// [`KobjAttribute::as_attr`] and [`DeviceAttribute::as_attr`] make one, from a static attribute
+/// whose callbacks expect the objects of that kind.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+pub struct Attr<K> {
+    attr: *mut bindings::attribute,
+    _p: PhantomData<K>,
 }
 
 /// The operations of one attribute of a kobject that carries no data of its own, such as a
@@ -127,28 +134,27 @@ impl<O: KobjAttributeOps> KobjAttribute<O> {
     /// A file named `name` with permissions `mode`; without [`KobjAttributeOps::store`] it
     /// cannot be written whatever `mode` says.
     pub const fn new(name: &'static CStr, mode: u16) -> Self {
+        // `show` and `store` are members of unions, or of structs with `CONFIG_CFI`: set them
+        // one by one in a zeroed attribute.
+        let mut raw: bindings::kobj_attribute = pin_init::zeroed();
+        raw.attr = raw_attribute(name, mode);
+        raw.__bindgen_anon_1.show = Some(Self::show);
+        if O::HAS_STORE {
+            raw.__bindgen_anon_2.store = Some(Self::store);
+        }
         Self {
-            attr: Opaque::new(bindings::kobj_attribute {
-                attr: raw_attribute(name, mode),
-                __bindgen_anon_1: bindings::kobj_attribute__bindgen_ty_1 {
-                    show: Some(Self::show),
-                },
-                __bindgen_anon_2: bindings::kobj_attribute__bindgen_ty_2 {
-                    store: if O::HAS_STORE {
-                        Some(Self::store)
-                    } else {
-                        None
-                    },
-                },
-            }),
+            attr: Opaque::new(raw),
             _p: PhantomData,
         }
     }
 
-    /// The attribute, for an [`AttributeList`].
-    pub const fn as_attr(&'static self) -> *mut bindings::attribute {
-        // `attr` is the first member of `struct kobj_attribute`.
-        self.attr.get().cast()
+    /// The attribute, for an [`AttributeList`] of a kobject's group.
+    pub const fn as_attr(&'static self) -> Attr<Kobj> {
+        Attr {
+            // `attr` is the first member of `struct kobj_attribute`.
+            attr: self.attr.get().cast(),
+            _p: PhantomData,
+        }
     }
 
     /// # Safety
@@ -203,28 +209,27 @@ impl<O: DeviceAttributeOps> DeviceAttribute<O> {
     /// A file named `name` with permissions `mode`; without [`DeviceAttributeOps::store`] it
     /// cannot be written whatever `mode` says.
     pub const fn new(name: &'static CStr, mode: u16) -> Self {
+        // `show` and `store` are members of unions, or of structs with `CONFIG_CFI`: set them
+        // one by one in a zeroed attribute.
+        let mut raw: bindings::device_attribute = pin_init::zeroed();
+        raw.attr = raw_attribute(name, mode);
+        raw.__bindgen_anon_1.show = Some(Self::show);
+        if O::HAS_STORE {
+            raw.__bindgen_anon_2.store = Some(Self::store);
+        }
         Self {
-            attr: Opaque::new(bindings::device_attribute {
-                attr: raw_attribute(name, mode),
-                __bindgen_anon_1: bindings::device_attribute__bindgen_ty_1 {
-                    show: Some(Self::show),
-                },
-                __bindgen_anon_2: bindings::device_attribute__bindgen_ty_2 {
-                    store: if O::HAS_STORE {
-                        Some(Self::store)
-                    } else {
-                        None
-                    },
-                },
-            }),
+            attr: Opaque::new(raw),
             _p: PhantomData,
         }
     }
 
-    /// The attribute, for an [`AttributeList`].
-    pub const fn as_attr(&'static self) -> *mut bindings::attribute {
-        // `attr` is the first member of `struct device_attribute`.
-        self.attr.get().cast()
+    /// The attribute, for an [`AttributeList`] of a device's group.
+    pub const fn as_attr(&'static self) -> Attr<Dev> {
+        Attr {
+            // `attr` is the first member of `struct device_attribute`.
+            attr: self.attr.get().cast(),
+            _p: PhantomData,
+        }
     }
 
     /// # Safety
@@ -260,20 +265,20 @@ impl<O: DeviceAttributeOps> DeviceAttribute<O> {
     }
 }
 
-/// The files of an [`AttributeGroup`]: `N` attributes and the `NULL` that ends them.
+/// The files of an [`AttributeGroup`] of kind `K`: `N` attributes and the `NULL` that ends
+/// them.
 #[repr(C)]
-pub struct AttributeList<const N: usize> {
-    attrs: [*mut bindings::attribute; N],
+pub struct AttributeList<K, const N: usize> {
+    attrs: [Attr<K>; N],
     end: *mut bindings::attribute,
 }
 
 // SAFETY: The list is never changed after its construction; sysfs only reads it.
-unsafe impl<const N: usize> Sync for AttributeList<N> {}
+unsafe impl<K, const N: usize> Sync for AttributeList<K, N> {}
 
-impl<const N: usize> AttributeList<N> {
-    /// A list of `attrs`, each the [`KobjAttribute::as_attr`] or [`DeviceAttribute::as_attr`]
-    /// of a static attribute.
-    pub const fn new(attrs: [*mut bindings::attribute; N]) -> Self {
+impl<K, const N: usize> AttributeList<K, N> {
+    /// A list of `attrs`.
+    pub const fn new(attrs: [Attr<K>; N]) -> Self {
         Self {
             attrs,
             end: ptr::null_mut(),
@@ -281,41 +286,47 @@ impl<const N: usize> AttributeList<N> {
     }
 }
 
-/// A static attribute group: a directory named `name` (or the object's own directory) holding
-/// the files of an [`AttributeList`].
+/// A static attribute group of kind `K`: a directory named `name` (or the object's own
+/// directory) holding the files of an [`AttributeList`]. A group of [`Dev`] attributes may only
+/// be given to devices; one of [`Kobj`] attributes to a [`KernelDir`].
 #[repr(transparent)]
-pub struct AttributeGroup(bindings::attribute_group);
+pub struct AttributeGroup<K> {
+    group: bindings::attribute_group,
+    _p: PhantomData<K>,
+}
 
 // SAFETY: The group is never changed after its construction; sysfs only reads it.
-unsafe impl Sync for AttributeGroup {}
+unsafe impl<K> Sync for AttributeGroup<K> {}
 
-impl AttributeGroup {
+impl<K> AttributeGroup<K> {
     /// A group of `attrs`, in a directory `name` if there is one.
     pub const fn new<const N: usize>(
         name: Option<&'static CStr>,
-        attrs: &'static AttributeList<N>,
+        attrs: &'static AttributeList<K, N>,
     ) -> Self {
-        // SAFETY: `struct attribute_group` is plain data (pointers and optional callbacks);
-        // all-zero is valid.
-        let mut group: bindings::attribute_group = unsafe { zeroed() };
+        let mut group: bindings::attribute_group = pin_init::zeroed();
         if let Some(name) = name {
             group.name = crate::str::as_char_ptr_in_const_context(name);
         }
-        // The list starts with its attributes and ends with `NULL` (`#[repr(C)]`).
+        // The list is its attributes followed by `NULL` (`#[repr(C)]`, and `Attr` is a
+        // transparent pointer).
         group.__bindgen_anon_2.attrs = ptr::from_ref(attrs).cast_mut().cast();
-        Self(group)
+        Self {
+            group,
+            _p: PhantomData,
+        }
     }
 
     /// The C group.
     pub const fn as_raw(&self) -> *const bindings::attribute_group {
-        &self.0
+        &self.group
     }
 }
 
 /// A directory below `/sys/kernel` holding one attribute group; removed when dropped.
 pub struct KernelDir {
     kobj: ptr::NonNull<bindings::kobject>,
-    group: &'static AttributeGroup,
+    group: &'static AttributeGroup<Kobj>,
 }
 
 // SAFETY: The kobject is reference counted; `KernelDir` only drops its own reference.
@@ -325,7 +336,7 @@ unsafe impl Sync for KernelDir {}
 
 impl KernelDir {
     /// Creates `/sys/kernel/<name>` with the files of `group`.
-    pub fn new(name: &'static CStr, group: &'static AttributeGroup) -> Result<Self> {
+    pub fn new(name: &'static CStr, group: &'static AttributeGroup<Kobj>) -> Result<Self> {
         // SAFETY: `name` is a NUL-terminated string; `kernel_kobj` is `/sys/kernel`, which
         // exists from boot on.
         let kobj =

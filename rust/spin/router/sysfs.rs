@@ -18,7 +18,7 @@ use kernel::{
     prelude::*,
     str::Formatter,
     sysfs::{
-        AttributeGroup, AttributeList, DeviceAttribute, DeviceAttributeOps, KernelDir,
+        AttributeGroup, AttributeList, Dev, DeviceAttribute, DeviceAttributeOps, KernelDir, Kobj,
         KobjAttribute, KobjAttributeOps,
     },
 };
@@ -135,7 +135,7 @@ static RA_LIMIT: KobjAttribute<RaLimit> = KobjAttribute::new(c"ra_partition_page
 static ATOMIC_READS: KobjAttribute<AtomicReads> = KobjAttribute::new(c"atomic_reads", 0o644);
 static PIPELINE: KobjAttribute<Pipeline> = KobjAttribute::new(c"pipeline", 0o644);
 
-static KERNEL_ATTRS: AttributeList<5> = AttributeList::new([
+static KERNEL_ATTRS: AttributeList<Kobj, 5> = AttributeList::new([
     MODE.as_attr(),
     GLOBAL_STAT.as_attr(),
     RA_LIMIT.as_attr(),
@@ -143,19 +143,28 @@ static KERNEL_ATTRS: AttributeList<5> = AttributeList::new([
     PIPELINE.as_attr(),
 ]);
 
-static KERNEL_GROUP: AttributeGroup = AttributeGroup::new(None, &KERNEL_ATTRS);
+static KERNEL_GROUP: AttributeGroup<Kobj> = AttributeGroup::new(None, &KERNEL_ATTRS);
 
 /// `/sys/kernel/spin`, there while the router is.
-pub(crate) struct Sysfs(#[allow(dead_code)] KernelDir);
+pub(crate) struct Sysfs {
+    _dir: KernelDir,
+}
 
 /// Creates `/sys/kernel/spin`.
 pub(crate) fn init() -> Result<Sysfs> {
-    KernelDir::new(c"spin", &KERNEL_GROUP).map(Sysfs)
+    Ok(Sysfs {
+        _dir: KernelDir::new(c"spin", &KERNEL_GROUP)?,
+    })
 }
 
-/// The table key of the disk whose `/sys/block/<disk>/spin/` file is used.
-fn key(dev: &Device) -> DiskKey {
-    DiskRef::from_device(dev).key()
+/// The disk whose `/sys/block/<disk>/spin/` file is used.
+fn disk(dev: &Device) -> Result<DiskRef<'_>> {
+    DiskRef::from_device(dev).ok_or(ENODEV)
+}
+
+/// The table key of that disk.
+fn key(dev: &Device) -> Result<DiskKey> {
+    Ok(disk(dev)?.key())
 }
 
 /// `/sys/block/<disk>/spin/stat`: the disk's counters.
@@ -164,7 +173,7 @@ struct DiskStat;
 #[vtable]
 impl DeviceAttributeOps for DiskStat {
     fn show(dev: &Device, f: &mut Formatter<'_>) -> Result {
-        state::show_disk(key(dev), f).map_err(|_| EINVAL)
+        state::show_disk(key(dev)?, f).map_err(|_| EINVAL)
     }
 }
 
@@ -246,12 +255,12 @@ struct ParamFile<P>(core::marker::PhantomData<P>);
 #[vtable]
 impl<P: Param> DeviceAttributeOps for ParamFile<P> {
     fn show(dev: &Device, f: &mut Formatter<'_>) -> Result {
-        line(f, P::get(&state::disk_params(key(dev))?))
+        line(f, P::get(&state::disk_params(key(dev)?)?))
     }
 
     fn store(dev: &Device, input: &[u8]) -> Result {
         let v = parse_u64(input)?;
-        state::update_disk_params(key(dev), |p| P::set(p, v))
+        state::update_disk_params(key(dev)?, |p| P::set(p, v))
     }
 }
 
@@ -318,7 +327,7 @@ struct P2pPaths;
 impl DeviceAttributeOps for P2pPaths {
     fn show(dev: &Device, f: &mut Formatter<'_>) -> Result {
         // A full page truncates the report; what was written stays.
-        let _ = p2p_show(&DiskRef::from_device(dev), f);
+        let _ = p2p_show(&disk(dev)?, f);
         Ok(())
     }
 }
@@ -332,7 +341,7 @@ static P2P_OVERLAP: DeviceAttribute<ParamFile<P2pOverlap>> =
     DeviceAttribute::new(c"p2p_overlap", 0o644);
 static P2P: DeviceAttribute<P2pPaths> = DeviceAttribute::new(c"p2p", 0o444);
 
-static DISK_ATTRS: AttributeList<7> = AttributeList::new([
+static DISK_ATTRS: AttributeList<Dev, 7> = AttributeList::new([
     DISK_STAT.as_attr(),
     S_CUTOFF.as_attr(),
     C_P2P_NS.as_attr(),
@@ -346,7 +355,7 @@ static DISK_ATTRS: AttributeList<7> = AttributeList::new([
 /// (`include/linux/spin.h`).
 #[no_mangle]
 #[allow(non_upper_case_globals)]
-static spin_disk_attr_group: AttributeGroup = AttributeGroup::new(Some(c"spin"), &DISK_ATTRS);
+static spin_disk_attr_group: AttributeGroup<Dev> = AttributeGroup::new(Some(c"spin"), &DISK_ATTRS);
 
 #[cfg(CONFIG_SPIN_KUNIT_TEST)]
 #[kunit_tests(rust_spin_sysfs)]
@@ -397,5 +406,7 @@ mod tests {
             assert_eq!(Mode::from_name(m.name().to_bytes()), Some(m));
         }
         assert_eq!(Mode::from_name(b"Auto"), None);
+        // `MODE` starts at 0: the default mode.
+        assert_eq!(Mode::Auto as i32, 0);
     }
 }

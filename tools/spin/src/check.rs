@@ -3,7 +3,7 @@
 //! `spin check`: is P2P DMA between storage and GPU memory possible here, and if not, why.
 //!
 //! The per-disk verdicts come from the kernel (`/sys/block/<disk>/spin/p2p`, computed by the
-//! router's own code); the per-file reasons are found as `spin_file_check()` finds them:
+//! router's own code); the per-file reasons are found as the router's file check finds them:
 //! `statx()` (`STATX_DIOALIGN`, the DAX/encrypted/verity attributes) and an `O_DIRECT` open.
 
 use crate::json::Json;

@@ -33,7 +33,7 @@ BUILD = os.environ.get("BUILD", os.path.join(REPO, "build"))
 KOBJ = os.environ.get("KOBJ", os.path.join(BUILD, "obj"))
 SRC = os.path.join(REPO, "tools/testing/spin/qemu/insn_count.c")
 TOGGLE = "__x64_sys_getrusage"
-PHASE = "spin_kobj_store"
+PHASE = "kobj_attr_store"
 PREAD = "__x64_sys_pread64"
 
 
