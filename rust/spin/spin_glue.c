@@ -560,81 +560,62 @@ static void spin_ra_window_at(struct file *file, pgoff_t index,
 	page_cache_ra_window(&ractl, nr, __ffs(ra_pages));
 }
 
-/*
- * page_cache_next_miss() from any index: it takes a page present at index 0
- * for an index that wrapped and returns 0, as for a gap there.
+/**
+ * spin_next_miss - the first page of a range not in a file's page cache
+ * @file: the file
+ * @index: first page to look at
+ * @max_scan: pages to look at
+ *
+ * page_cache_next_miss() under the RCU read lock, from any index: it takes a
+ * page present at index 0 for an index that wrapped and returns 0, as for a
+ * gap there.
+ *
+ * Return: the index of the first page of @index..@index + @max_scan - 1
+ * that is not cached, or an index past them if they all are.
  */
-static pgoff_t spin_next_miss(struct address_space *mapping, pgoff_t index,
-			      unsigned long max_scan)
+pgoff_t spin_next_miss(struct file *file, pgoff_t index,
+		       unsigned long max_scan)
 {
-	if (!index && max_scan) {
+	struct address_space *mapping = file->f_mapping;
+	pgoff_t miss;
+
+	if (!max_scan)
+		return index;
+	rcu_read_lock();
+	if (!index) {
 		void *entry = xa_load(&mapping->i_pages, 0);
 
-		if (!entry || xa_is_value(entry))
+		if (!entry || xa_is_value(entry)) {
+			rcu_read_unlock();
 			return 0;
+		}
 		index = 1;
-		if (!--max_scan)
+		if (!--max_scan) {
+			rcu_read_unlock();
 			return 1;
+		}
 	}
-	return page_cache_next_miss(mapping, index, max_scan);
+	miss = page_cache_next_miss(mapping, index, max_scan);
+	rcu_read_unlock();
+	return miss;
 }
 
 /**
- * spin_ra_bridge_gap - the first page a GPU stream through cached pages will miss
+ * spin_ra_facts - what GPU read-ahead's look-ahead of a file depends on
  * @file: the file
- * @first: first page of the read about to be served
- * @from: first page to look at
- * @end: page after the last one to look at
- * @gap: filled in: the first page of @from..@end not in the page cache
- *
- * GPU read-ahead's look-ahead across cached pages (see bridge() in
- * rust/spin/sched/readahead.rs): if the pages of the read, @first on, and
- * those up to @from are cached and a page of @from..@end is not, the caller
- * reads a few windows ahead from it (spin_ra_bridge()), so that the device
- * reads them while the stream still copies the cached pages before them. It
- * looks before it reserves room for them in the GPU read-ahead partition.
- *
- * Context: RCU read lock taken; no lock of the filesystem's held.
- * A read that misses a page of its own starts read-ahead there itself, which
- * a window read ahead of it would only get in the way of (its marker would
- * land on a page read already): no gap is reported then.
- *
- * Return: %true if @gap was found; %false if every page looked at is cached,
- * a page of the read or before @from is not, the gap lies past the end of
- * the file, read-ahead is off or the task's blkcg is congested.
+ * @facts: filled in
  */
-bool spin_ra_bridge_gap(struct file *file, pgoff_t first, pgoff_t from,
-			pgoff_t end, pgoff_t *gap)
+void spin_ra_facts(struct file *file, struct spin_ra_facts *facts)
 {
-	struct address_space *mapping = file->f_mapping;
-	loff_t isize = i_size_read(mapping->host);
-	pgoff_t miss;
-
-	if (!READ_ONCE(file->f_ra.ra_pages) || first > from || from >= end)
-		return false;
-	/*
-	 * The look-ahead first: a stream through cached pages finds no gap
-	 * there and looks at nothing else. page_cache_next_miss() returns 0
-	 * when the index wraps.
-	 */
-	rcu_read_lock();
-	miss = page_cache_next_miss(mapping, from, end - from);
-	if (miss >= from && miss < end && first < from &&
-	    spin_next_miss(mapping, first, from - first) < from)
-		miss = end;
-	rcu_read_unlock();
-	if (miss < from || miss >= end || isize <= 0 || blk_cgroup_congested())
-		return false;
-	if (miss > (isize - 1) >> PAGE_SHIFT)
-		return false;
-	*gap = miss;
-	return true;
+	facts->ra_pages = READ_ONCE(file->f_ra.ra_pages);
+	facts->size = i_size_read(file->f_mapping->host);
+	facts->congested = blk_cgroup_congested();
 }
 
 /**
  * spin_ra_bridge - read ahead from the first page a GPU stream will miss
  * @file: the file
- * @gap: that page (spin_ra_bridge_gap())
+ * @gap: that page (bridge_gap() in rust/spin/router/readahead.rs)
  * @max: the pages to read ahead (the stream's lead: a few windows)
  * @win: filled in: the window read ahead, if any
  *

@@ -193,8 +193,23 @@ ssize_t spin_sub_read_ra(struct kiocb *orig, loff_t pos, unsigned long addr,
 			 size_t len, bool defer, struct spin_ra_window *win);
 unsigned int spin_ra_collect(struct file *file, pgoff_t *index, pgoff_t end,
 			     struct spin_ra_folio *out, unsigned int max);
-bool spin_ra_bridge_gap(struct file *file, pgoff_t first, pgoff_t from,
-			pgoff_t end, pgoff_t *gap);
+pgoff_t spin_next_miss(struct file *file, pgoff_t index,
+		       unsigned long max_scan);
+
+/**
+ * struct spin_ra_facts - what GPU read-ahead's look-ahead depends on
+ * @ra_pages: the file's read-ahead window size, 0 if read-ahead is off
+ * @size: the file's size
+ * @congested: the task's blkcg is congested (read-ahead then reads nothing
+ *             beyond what is asked)
+ */
+struct spin_ra_facts {
+	unsigned int ra_pages;
+	loff_t size;
+	bool congested;
+};
+
+void spin_ra_facts(struct file *file, struct spin_ra_facts *facts);
 bool spin_ra_bridge(struct file *file, pgoff_t gap, unsigned long max,
 		    struct spin_ra_window *win);
 bool spin_should_fail_plan(void);

@@ -223,6 +223,17 @@ impl Stamp {
     }
 }
 
+/// What GPU read-ahead's look-ahead of a file depends on (see `spin_ra_facts()`).
+#[derive(Clone, Copy)]
+pub(crate) struct RaFacts {
+    /// The file's read-ahead window size in pages; 0 if read-ahead is off.
+    pub(crate) ra_pages: u32,
+    /// The file's size.
+    pub(crate) size: i64,
+    /// The task's blkcg is congested: read-ahead reads nothing beyond what is asked.
+    pub(crate) congested: bool,
+}
+
 /// A disk at the bottom of a stacked disk (see `spin_file_members()`).
 pub(crate) struct Member {
     /// Its device number.
@@ -255,6 +266,9 @@ fn collect_members(
     }
     Ok(out)
 }
+
+/// Bits of the minor number in a `dev_t` (`MINORBITS`).
+const MINORBITS: u32 = 20;
 
 /// A disk: its device number, and its identity (the address of its `struct gendisk`, compared
 /// and never followed), which tells apart two disks that had the same device number.
@@ -291,29 +305,39 @@ pub(crate) struct DiskRef<'a> {
 }
 
 impl DiskRef<'_> {
-    /// The disk of a disk's device, as sysfs passes it to the disk's attributes.
-    pub(crate) fn from_device(dev: &kernel::device::Device) -> DiskRef<'_> {
+    /// The disk of a device, if it is a disk's (as sysfs passes it to the attributes of
+    /// `spin_disk_attr_group`).
+    pub(crate) fn from_device(dev: &kernel::device::Device) -> Option<DiskRef<'_>> {
         // `Device` is a transparent wrapper of `struct device`.
         let dev = ptr::from_ref(dev).cast_mut().cast::<bindings::device>();
-        // SAFETY: `spin_disk_attr_group` is only listed among the attribute groups of disks, so
-        // `dev` is the `bd_device` of a disk's whole-disk `struct block_device`, whose
-        // `bd_disk` is valid while the device is.
+        // SAFETY: `dev` is valid for the borrow; `disk_type` is a static of block/genhd.c, only
+        // its address is taken.
+        let is_disk = unsafe { (*dev).type_ == ptr::addr_of!(bindings::disk_type) };
+        // `disk_type` is the type of a whole disk's device (partitions have `part_type`).
+        if !is_disk {
+            return None;
+        }
+        // SAFETY: A device of type `disk_type` is the `bd_device` of a `struct block_device`,
+        // whose `bd_disk` is valid while the device is.
         let disk =
             unsafe { (*kernel::container_of!(dev, bindings::block_device, bd_device)).bd_disk };
-        DiskRef {
-            // SAFETY: `bd_disk` of a registered block device is never null.
-            disk: unsafe { NonNull::new_unchecked(disk) },
+        NonNull::new(disk).map(|disk| DiskRef {
+            disk,
             _p: core::marker::PhantomData,
-        }
+        })
     }
 
-    /// The disk's key in the router's table.
+    /// The disk's key in the router's table: its device number as the file check reads it
+    /// (`disk_devt()`: `MKDEV(major, first_minor)`) and its identity.
     pub(crate) fn key(&self) -> DiskKey {
-        // SAFETY: The disk is valid (type invariant); `part0` is its whole-disk block device,
-        // there from allocation to release.
-        let devt = unsafe { (*(*self.disk.as_ptr()).part0).bd_dev };
+        // SAFETY: The disk is valid (type invariant); `major` and `first_minor` are set before
+        // the disk is added and never change.
+        let (major, minor) = unsafe {
+            let d = self.disk.as_ptr();
+            ((*d).major as u32, (*d).first_minor as u32)
+        };
         DiskKey {
-            devt,
+            devt: (major << MINORBITS) | minor,
             id: self.disk.as_ptr() as usize,
         }
     }
@@ -616,20 +640,27 @@ impl Request<'_> {
         (Ok(ret as usize), win)
     }
 
-    /// The first of the file's pages `from .. end` that is not in the page cache, if the pages
-    /// from `first` (the read's first page) to `from` are (`spin_ra_bridge_gap()`); `None` if
-    /// those pages are all cached, one from `first` to `from` is not, the gap lies past the end
-    /// of the file or read-ahead is off.
-    pub(crate) fn ra_bridge_gap(&self, first: u64, from: u64, end: u64) -> Option<u64> {
-        let first = usize::try_from(first).ok()?;
-        let (from, end) = (usize::try_from(from).ok()?, usize::try_from(end).ok()?);
-        let mut gap = 0;
-        // SAFETY: The file is valid (type invariant); the router holds no filesystem lock
-        // here; `gap` is a local.
-        if !unsafe { bindings::spin_ra_bridge_gap(self.file(), first, from, end, &mut gap) } {
-            return None;
+    /// The first of the file's pages `index .. index + max` that is not in the page cache, or
+    /// an index past them if they all are (`spin_next_miss()`).
+    pub(crate) fn next_miss(&self, index: u64, max: u64) -> u64 {
+        let (Ok(i), Ok(n)) = (usize::try_from(index), usize::try_from(max)) else {
+            return index.saturating_add(max);
+        };
+        // SAFETY: The file is valid (type invariant); the helper takes the RCU read lock.
+        unsafe { bindings::spin_next_miss(self.file(), i, n) as u64 }
+    }
+
+    /// What GPU read-ahead's look-ahead of the file depends on (`spin_ra_facts()`).
+    pub(crate) fn ra_facts(&self) -> RaFacts {
+        // SAFETY: `spin_ra_facts` is plain data; all-zero is a valid value.
+        let mut raw: bindings::spin_ra_facts = unsafe { core::mem::zeroed() };
+        // SAFETY: The file is valid (type invariant); `raw` is a local.
+        unsafe { bindings::spin_ra_facts(self.file(), &mut raw) };
+        RaFacts {
+            ra_pages: raw.ra_pages,
+            size: raw.size,
+            congested: raw.congested,
         }
-        Some(gap as u64)
     }
 
     /// Reads a window of at most `max` pages ahead from page `gap`, uncached, and makes it the

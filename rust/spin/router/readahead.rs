@@ -832,7 +832,7 @@ pub(crate) fn bridge(
     end: u64,
     lead: u32,
 ) -> u64 {
-    let Some(gap) = req.ra_bridge_gap(first, from, end) else {
+    let Some(gap) = bridge_gap(req, first, from, end) else {
         return 0;
     };
     let Some(mut res) = reserve(u64::from(lead)) else {
@@ -843,6 +843,36 @@ pub(crate) fn bridge(
     };
     STATS.bridged.add(1, Relaxed);
     admit(req, info, &win, first, &mut res)
+}
+
+/// The first page a GPU stream through cached pages will miss, if the look-ahead should read
+/// from it (see [`crate::sched::readahead::bridge`]): if the pages of the read, `first` on, and
+/// those up to `from` are cached and a page of `from .. end` is not, the caller reads a few
+/// windows ahead from it, so that the device reads them while the stream still copies the
+/// cached pages before them.
+///
+/// None if read-ahead is off, every page looked at is cached, a page of the read or before
+/// `from` is not (a read that misses a page of its own starts read-ahead there itself, which a
+/// window read ahead of it would only get in the way of: its marker would land on a page read
+/// already), the gap lies past the end of the file, or the task's blkcg is congested.
+fn bridge_gap(req: &Request<'_>, first: u64, from: u64, end: u64) -> Option<u64> {
+    let f = req.ra_facts();
+    if f.ra_pages == 0 || first > from || from >= end {
+        return None;
+    }
+    // The look-ahead first: a stream through cached pages finds no gap there and looks at
+    // nothing else.
+    let miss = req.next_miss(from, end - from);
+    if miss < from || miss >= end {
+        return None;
+    }
+    if first < from && req.next_miss(first, from - first) < from {
+        return None;
+    }
+    if f.size <= 0 || f.congested || miss > (f.size as u64 - 1) >> kernel::page::PAGE_SHIFT {
+        return None;
+    }
+    Some(miss)
 }
 
 /// How far ahead of a stream through cached pages a bridged window is read, in pages
