@@ -120,43 +120,59 @@ pub trait KobjAttributeOps {
     }
 }
 
-/// A file of a kobject's attribute group, with the operations of `O`.
-#[repr(transparent)]
-pub struct KobjAttribute<O> {
-    attr: Opaque<bindings::kobj_attribute>,
-    _p: PhantomData<O>,
+/// Defines `$name<O>`, a file whose `struct $raw` calls the `show` (and, if `O` has one, the
+/// `store`) of its `impl<O: $ops>` block, for attribute lists of kind `$kind`.
+macro_rules! attribute_type {
+    ($(#[$doc:meta])* $name:ident, $ops:ident, $raw:ident, $kind:ident) => {
+        $(#[$doc])*
+        #[repr(transparent)]
+        pub struct $name<O> {
+            attr: Opaque<bindings::$raw>,
+            _p: PhantomData<O>,
+        }
+
+        // SAFETY: The attribute is never changed after its construction; sysfs only reads it.
+        unsafe impl<O> Sync for $name<O> {}
+
+        impl<O: $ops> $name<O> {
+            /// A file named `name` with permissions `mode`; without a `store` operation it
+            /// cannot be written whatever `mode` says.
+            pub const fn new(name: &'static CStr, mode: u16) -> Self {
+                // `show` and `store` are members of unions, or of structs with `CONFIG_CFI`:
+                // set them one by one in a zeroed attribute.
+                let mut raw: bindings::$raw = pin_init::zeroed();
+                raw.attr = raw_attribute(name, mode);
+                raw.__bindgen_anon_1.show = Some(Self::show);
+                if O::HAS_STORE {
+                    raw.__bindgen_anon_2.store = Some(Self::store);
+                }
+                Self {
+                    attr: Opaque::new(raw),
+                    _p: PhantomData,
+                }
+            }
+
+            /// The attribute, for an [`AttributeList`] of its kind.
+            pub const fn as_attr(&'static self) -> Attr<$kind> {
+                Attr {
+                    // `attr` is the first member of the attribute.
+                    attr: self.attr.get().cast(),
+                    _p: PhantomData,
+                }
+            }
+        }
+    };
 }
 
-// SAFETY: The attribute is never changed after its construction; sysfs only reads it.
-unsafe impl<O> Sync for KobjAttribute<O> {}
+attribute_type!(
+    /// A file of a kobject's attribute group, with the operations of `O`.
+    KobjAttribute,
+    KobjAttributeOps,
+    kobj_attribute,
+    Kobj
+);
 
 impl<O: KobjAttributeOps> KobjAttribute<O> {
-    /// A file named `name` with permissions `mode`; without [`KobjAttributeOps::store`] it
-    /// cannot be written whatever `mode` says.
-    pub const fn new(name: &'static CStr, mode: u16) -> Self {
-        // `show` and `store` are members of unions, or of structs with `CONFIG_CFI`: set them
-        // one by one in a zeroed attribute.
-        let mut raw: bindings::kobj_attribute = pin_init::zeroed();
-        raw.attr = raw_attribute(name, mode);
-        raw.__bindgen_anon_1.show = Some(Self::show);
-        if O::HAS_STORE {
-            raw.__bindgen_anon_2.store = Some(Self::store);
-        }
-        Self {
-            attr: Opaque::new(raw),
-            _p: PhantomData,
-        }
-    }
-
-    /// The attribute, for an [`AttributeList`] of a kobject's group.
-    pub const fn as_attr(&'static self) -> Attr<Kobj> {
-        Attr {
-            // `attr` is the first member of `struct kobj_attribute`.
-            attr: self.attr.get().cast(),
-            _p: PhantomData,
-        }
-    }
-
     /// # Safety
     ///
     /// `buf` must be a sysfs show buffer: writable for [`PAGE_SIZE`] bytes.
@@ -195,43 +211,15 @@ pub trait DeviceAttributeOps {
     }
 }
 
-/// A file of a device's attribute group, with the operations of `O`.
-#[repr(transparent)]
-pub struct DeviceAttribute<O> {
-    attr: Opaque<bindings::device_attribute>,
-    _p: PhantomData<O>,
-}
-
-// SAFETY: The attribute is never changed after its construction; sysfs only reads it.
-unsafe impl<O> Sync for DeviceAttribute<O> {}
+attribute_type!(
+    /// A file of a device's attribute group, with the operations of `O`.
+    DeviceAttribute,
+    DeviceAttributeOps,
+    device_attribute,
+    Dev
+);
 
 impl<O: DeviceAttributeOps> DeviceAttribute<O> {
-    /// A file named `name` with permissions `mode`; without [`DeviceAttributeOps::store`] it
-    /// cannot be written whatever `mode` says.
-    pub const fn new(name: &'static CStr, mode: u16) -> Self {
-        // `show` and `store` are members of unions, or of structs with `CONFIG_CFI`: set them
-        // one by one in a zeroed attribute.
-        let mut raw: bindings::device_attribute = pin_init::zeroed();
-        raw.attr = raw_attribute(name, mode);
-        raw.__bindgen_anon_1.show = Some(Self::show);
-        if O::HAS_STORE {
-            raw.__bindgen_anon_2.store = Some(Self::store);
-        }
-        Self {
-            attr: Opaque::new(raw),
-            _p: PhantomData,
-        }
-    }
-
-    /// The attribute, for an [`AttributeList`] of a device's group.
-    pub const fn as_attr(&'static self) -> Attr<Dev> {
-        Attr {
-            // `attr` is the first member of `struct device_attribute`.
-            attr: self.attr.get().cast(),
-            _p: PhantomData,
-        }
-    }
-
     /// # Safety
     ///
     /// `dev` must be a valid device and `buf` a sysfs show buffer: writable for [`PAGE_SIZE`]
