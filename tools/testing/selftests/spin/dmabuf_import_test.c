@@ -17,11 +17,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../kselftest.h"
+#include "../kselftest_harness.h"
 #include "spin_lib.h"
 
 #define CHECK "/sys/kernel/debug/spin_exporter/import_check"
 #define MiB (1024UL * 1024)
+
+/* What the test importer recorded of the last request (each test runs in its own process). */
+static char res[256];
 
 /* Ask the test importer; 0 or -errno of the write. @result gets what it recorded. */
 static int import(const char *request, char *result, size_t len)
@@ -38,64 +41,102 @@ static int import(const char *request, char *result, size_t len)
 	return ret;
 }
 
-int main(void)
+/* A 4 MiB GPU buffer, and the PCI names of an NVMe drive inside and one outside the switch. */
+FIXTURE(import) {
+	char nvme0[PATH_MAX], nvme2[PATH_MAX];
+	int heap, buf;
+};
+
+FIXTURE_SETUP(import)
 {
-	char gpu[PATH_MAX], nvme0[PATH_MAX], nvme2[PATH_MAX], req[128], res[256];
-	int heap, buf, big, ret;
+	char gpu[PATH_MAX];
 
-	ksft_print_header();
-	ksft_set_plan(9);
+	self->heap = -1;
+	self->buf = -1;
 	if (spin_gpu_find(gpu, sizeof(gpu)) ||
-	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
-	    spin_nvme_pcidir(SPIN_NVME2_SERIAL, nvme2, sizeof(nvme2)))
-		SPIN_SKIP_MISSING("rig devices not found");
-	heap = spin_heap_open(gpu);
-	buf = heap < 0 ? -1 : spin_heap_alloc(heap, 4 * MiB, O_RDWR | O_CLOEXEC, 0);
-	if (buf < 0)
-		ksft_exit_fail_msg("no GPU memory\n");
-
-	snprintf(req, sizeof(req), "%d %s", buf, strrchr(nvme0, '/') + 1);
-	ret = import(req, res, sizeof(res));
-	ksft_test_result(!ret && !strncmp(res, "ok ", 3) && strstr(res, "len=4194304"),
-			 "NVMe behind the same switch imports the buffer: %s\n", res);
-	ksft_test_result(!ret && strstr(res, "bus_address=1"),
-			 "... and gets PCI bus addresses\n");
-
-	snprintf(req, sizeof(req), "%d %s", buf, strrchr(nvme2, '/') + 1);
-	ret = import(req, res, sizeof(res));
-	ksft_test_result(ret == -EINVAL && !strncmp(res, "error", 5),
-			 "NVMe outside the switch is refused: %s (%s)\n", strerror(-ret), res);
-
-	snprintf(req, sizeof(req), "%d %s nopeer", buf, strrchr(nvme0, '/') + 1);
-	ret = import(req, res, sizeof(res));
-	ksft_test_result(ret == -EOPNOTSUPP,
-			 "an importer that does not take peer memory is refused: %s\n",
-			 strerror(-ret));
-	snprintf(req, sizeof(req), "%d %s pinned", buf, strrchr(nvme0, '/') + 1);
-	ret = import(req, res, sizeof(res));
-	ksft_test_result(ret == -EOPNOTSUPP,
-			 "a pinned (static) importer, which cannot be revoked, is refused: %s\n",
-			 strerror(-ret));
-	snprintf(req, sizeof(req), "%d %s sideways", buf, strrchr(nvme0, '/') + 1);
-	ret = import(req, res, sizeof(res));
-	ksft_test_result(ret == -EINVAL, "an unknown importer kind: %s\n", strerror(-ret));
-
-	/* The table is built 2 MiB at a time; contiguous memory still gives one segment. */
-	big = spin_heap_alloc(heap, 64 * MiB, O_RDWR | O_CLOEXEC, 0);
-	snprintf(req, sizeof(req), "%d %s", big, strrchr(nvme0, '/') + 1);
-	ret = big < 0 ? big : import(req, res, sizeof(res));
-	ksft_test_result(!ret && strstr(res, "segments=1 ") && strstr(res, "len=67108864"),
-			 "a 64 MiB buffer maps as one segment: %s\n", res);
-	if (big >= 0)
-		close(big);
-
-	snprintf(req, sizeof(req), "%d %s", 0, strrchr(nvme0, '/') + 1);
-	ret = import(req, res, sizeof(res));
-	ksft_test_result(ret < 0, "an fd that is not a dma-buf is refused: %s\n", strerror(-ret));
-	ret = import("nonsense", res, sizeof(res));
-	ksft_test_result(ret == -EINVAL, "a malformed request: %s\n", strerror(-ret));
-
-	close(buf);
-	close(heap);
-	ksft_finished();
+	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, self->nvme0, sizeof(self->nvme0)) ||
+	    spin_nvme_pcidir(SPIN_NVME2_SERIAL, self->nvme2, sizeof(self->nvme2)))
+		SKIP(return, "not on the spin rig: rig devices not found");
+	self->heap = spin_heap_open(gpu);
+	if (self->heap >= 0)
+		self->buf = spin_heap_alloc(self->heap, 4 * MiB, O_RDWR | O_CLOEXEC, 0);
+	ASSERT_LE(0, self->buf) TH_LOG("no GPU memory");
 }
+
+FIXTURE_TEARDOWN(import)
+{
+	if (self->buf >= 0)
+		close(self->buf);
+	if (self->heap >= 0)
+		close(self->heap);
+}
+
+/* Asks the test importer to import @fd into the device at PCI path @dev, as @kind. */
+static int import_into(int fd, const char *dev, const char *kind)
+{
+	char req[PATH_MAX + 64];
+
+	snprintf(req, sizeof(req), "%d %s%s%s", fd, strrchr(dev, '/') + 1,
+		 *kind ? " " : "", kind);
+	return import(req, res, sizeof(res));
+}
+
+TEST_F(import, same_switch)
+{
+	EXPECT_EQ(0, import_into(self->buf, self->nvme0, ""));
+	EXPECT_EQ(0, strncmp(res, "ok ", 3)) TH_LOG("%s", res);
+	EXPECT_NE(NULL, strstr(res, "len=4194304")) TH_LOG("%s", res);
+}
+
+TEST_F(import, bus_addresses)
+{
+	EXPECT_EQ(0, import_into(self->buf, self->nvme0, ""));
+	EXPECT_NE(NULL, strstr(res, "bus_address=1")) TH_LOG("%s", res);
+}
+
+TEST_F(import, outside_switch_refused)
+{
+	EXPECT_EQ(-EINVAL, import_into(self->buf, self->nvme2, ""));
+	EXPECT_EQ(0, strncmp(res, "error", 5)) TH_LOG("%s", res);
+}
+
+/* An importer that does not take peer memory. */
+TEST_F(import, nopeer_refused)
+{
+	EXPECT_EQ(-EOPNOTSUPP, import_into(self->buf, self->nvme0, "nopeer"));
+}
+
+/* A pinned (static) importer cannot be revoked: its mappings would hold up the unbind. */
+TEST_F(import, pinned_refused)
+{
+	EXPECT_EQ(-EOPNOTSUPP, import_into(self->buf, self->nvme0, "pinned"));
+}
+
+TEST_F(import, unknown_kind)
+{
+	EXPECT_EQ(-EINVAL, import_into(self->buf, self->nvme0, "sideways"));
+}
+
+/* The table is built 2 MiB at a time; contiguous memory still gives one segment. */
+TEST_F(import, big_buffer_one_segment)
+{
+	int big = spin_heap_alloc(self->heap, 64 * MiB, O_RDWR | O_CLOEXEC, 0);
+
+	ASSERT_LE(0, big);
+	EXPECT_EQ(0, import_into(big, self->nvme0, ""));
+	EXPECT_NE(NULL, strstr(res, "segments=1 ")) TH_LOG("%s", res);
+	EXPECT_NE(NULL, strstr(res, "len=67108864")) TH_LOG("%s", res);
+	close(big);
+}
+
+TEST_F(import, not_a_dmabuf)
+{
+	EXPECT_GT(0, import_into(0, self->nvme0, ""));
+}
+
+TEST_F(import, malformed_request)
+{
+	EXPECT_EQ(-EINVAL, import("nonsense", res, sizeof(res)));
+}
+
+TEST_HARNESS_MAIN
