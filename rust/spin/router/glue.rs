@@ -3,10 +3,10 @@
 //! Safe wrappers over the C side of the router (`rust/spin/spin_glue.h`,
 //! `rust/spin/spin_glue.c`) and the page-cache residency helper of mm.
 //!
-//! Every `unsafe` block of the router is in this file.
+//! Every `unsafe` block of the router is in this file, apart from the tracepoints' (`trace.rs`).
 
 use crate::sched::readahead::Stream;
-use kernel::{bindings, pci, prelude::*, sync::aref::ARef, tracepoint::declare_trace};
+use kernel::{bindings, pci, prelude::*, sync::aref::ARef};
 
 use core::ptr::{self, NonNull};
 
@@ -947,21 +947,6 @@ pub(crate) fn lru_add_drain_all() {
     unsafe { bindings::lru_add_drain_all() }
 }
 
-/// Emits the `spin_readahead` tracepoint.
-pub(crate) fn trace_readahead(info: &FileInfo, win: &RaWindow, admitted: u32, evicted: u32) {
-    // SAFETY: Plain values.
-    unsafe {
-        spin_readahead(
-            info.devt,
-            info.ino,
-            win.start as c_ulong,
-            win.nr as c_ulong,
-            admitted,
-            evicted,
-        )
-    };
-}
-
 /// P2P legs in flight: asynchronous direct reads of one request (see `spin_aio_start()`).
 ///
 /// A batch only exists inside [`with_aio`], which lends it out as `&mut` and waits for every
@@ -1157,69 +1142,6 @@ impl Iterator for Segments<'_, '_> {
             }
         }
     }
-}
-
-declare_trace! {
-    /// # Safety
-    ///
-    /// `mode` and `reason` are NUL-terminated strings that outlive the call.
-    unsafe fn spin_route(devt: bindings::dev_t, ino: u64, pos: bindings::loff_t, len: usize,
-                         mode: *const c_char, reason: *const c_char, member: bindings::dev_t,
-                         bytes_pc: u64, bytes_p2p: u64, segs: u32);
-    /// # Safety
-    ///
-    /// As [`spin_route`].
-    unsafe fn spin_route_write(devt: bindings::dev_t, ino: u64, pos: bindings::loff_t,
-                               len: usize, mode: *const c_char, reason: *const c_char,
-                               member: bindings::dev_t, bytes_pc: u64, bytes_p2p: u64,
-                               segs: u32);
-    /// # Safety
-    ///
-    /// None: plain values.
-    unsafe fn spin_route_segment(devt: bindings::dev_t, ino: u64, pos: bindings::loff_t,
-                                 len: usize, p2p: bool);
-    /// # Safety
-    ///
-    /// None: plain values.
-    unsafe fn spin_readahead(devt: bindings::dev_t, ino: u64, start: c_ulong, nr: c_ulong,
-                             admitted: u32, evicted: u32);
-}
-
-/// Emits the `spin_route` tracepoint, or `spin_route_write` for a write.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn trace_route(
-    info: &FileInfo,
-    write: bool,
-    pos: i64,
-    len: usize,
-    mode: &CStr,
-    reason: Fallback,
-    bytes_pc: u64,
-    bytes_p2p: u64,
-    segs: u32,
-) {
-    let emit = if write { spin_route_write } else { spin_route };
-    // SAFETY: Plain values and NUL-terminated static strings.
-    unsafe {
-        emit(
-            info.devt,
-            info.ino,
-            pos,
-            len,
-            mode.as_char_ptr(),
-            reason.name().as_char_ptr(),
-            info.member,
-            bytes_pc,
-            bytes_p2p,
-            segs,
-        )
-    };
-}
-
-/// Emits the `spin_route_segment` tracepoint.
-pub(crate) fn trace_segment(info: &FileInfo, pos: i64, len: usize, p2p: bool) {
-    // SAFETY: Plain values.
-    unsafe { spin_route_segment(info.devt, info.ino, pos, len, p2p) };
 }
 
 /// The p2pdma provider of the page mapped at `addr` in the mm whose `mmap_lock` `mmap` holds,

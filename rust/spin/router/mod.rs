@@ -31,6 +31,7 @@ mod glue;
 mod readahead;
 mod state;
 mod sysfs;
+mod trace;
 mod verdict;
 mod writer;
 
@@ -373,7 +374,7 @@ impl Ctx<'_, '_> {
             return;
         }
         self.account.segment(p2p, n);
-        glue::trace_segment(&self.info, pos, n, p2p);
+        trace::segment(&self.info, pos, n, p2p);
         if p2p {
             self.bytes_p2p += n as u64;
         } else {
@@ -662,7 +663,7 @@ fn route_gpu(
         // P2P legs bypass the page cache's read-ahead state; keep the stream visible.
         req.set_prev_pos(pos + n as i64);
     }
-    glue::trace_route(
+    trace::route(
         &ctx.info,
         false,
         pos,

@@ -79,6 +79,7 @@
 //! See Documentation/spin/readahead.rst.
 
 use super::glue::{self, Evict, FileInfo, RaFolio, RaWindow, Request};
+use super::trace;
 use crate::sched::readahead::{Consumed, Partition, Reserve, Watermarks, Weighted};
 use core::fmt::Write;
 use kernel::{
@@ -809,7 +810,7 @@ pub(crate) fn admit(
     if beyond != 0 {
         STATS.unreserved.add(beyond, Relaxed);
     }
-    glue::trace_readahead(
+    trace::readahead(
         info,
         win,
         u32::try_from(admitted).unwrap_or(u32::MAX),

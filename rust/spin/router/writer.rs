@@ -41,7 +41,7 @@
 
 use super::glue::{self, Fallback, FileInfo, Request};
 use super::state::{self, Account, Mode};
-use super::verdict;
+use super::{trace, verdict};
 use crate::sched::plan;
 use kernel::{pci, prelude::*};
 
@@ -163,7 +163,7 @@ pub(super) fn route(
     } else {
         ctx.leg(at, addr, len, false)
     };
-    glue::trace_route(
+    trace::route(
         &ctx.info,
         true,
         at,
@@ -189,5 +189,5 @@ pub(super) fn fallback(req: &Request<'_>, reason: Fallback) {
     } else {
         req.pos()
     };
-    glue::trace_route(&info, true, at, 0, state::mode().name(), reason, 0, 0, 0);
+    trace::route(&info, true, at, 0, state::mode().name(), reason, 0, 0, 0);
 }

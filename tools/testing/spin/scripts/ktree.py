@@ -127,8 +127,19 @@ class Entry:
         if not m:
             die(f"{self.rel}: must start with 'Subject: ...' and a blank line")
         msg = m.group(1) + "\n\n" + head[m.end():].strip() + "\n"
+        files = files.split("\ndiff --git ", 1)[0]
         paths = [p.strip() for p in files.splitlines() if p.strip() and not p.startswith("#")]
         return msg, paths
+
+    def diff(self):
+        """The diff this entry applies: a .patch entry's, or the one that follows a
+        .files entry's file list (hooking the files it adds into earlier ones)."""
+        text = self.text()
+        if self.kind == "patch":
+            return text
+        files = text.partition("\nFiles:\n")[2]
+        at = files.find("\ndiff --git ")
+        return files[at + 1:] if at >= 0 else ""
 
     def subject(self):
         if self.kind == "files":
@@ -234,10 +245,10 @@ def staged_blobs(tree, entries):
     own = owners(entries)
     later = {}  # path -> [patch text] of .patch entries after its owner, in order
     for j, e in enumerate(entries):
-        if e.kind != "patch":
-            continue
-        text = e.text()
+        text = e.diff()
         for f in patch_paths(text):
+            if f in own and own[f] == j:
+                die(f"{e.rel} both adds and changes {f}")
             if f in own and own[f] < j:
                 later.setdefault(f, []).append(text)
     out = {}
@@ -296,6 +307,13 @@ def build_series(tree, entries):
                 msg = msg.rstrip("\n") + f"\n\nSigned-off-by: {name} <{mail}>\n"
             for f, blob, mode in staged.get(i, []):
                 git(tree, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{f}", env=env)
+            diff = e.diff()
+            if diff:
+                r = subprocess.run(["git", "-C", tree, "apply", "--cached",
+                                    "--whitespace=nowarn", "-"], input=diff,
+                                   env={**os.environ, **env}, capture_output=True, text=True)
+                if r.returncode:
+                    die(f"the diff of patches/{e.rel} does not apply:\n{r.stderr}")
             cenv.update({"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail,
                          "GIT_AUTHOR_DATE": FIXED_DATE})
         treeid = git(tree, "write-tree", env=env)
