@@ -39,7 +39,7 @@
 //! taken for a failed write. `RWF_ATOMIC` writes are not routed. See
 //! Documentation/spin/writer.rst.
 
-use super::glue::{self, Fallback, FileInfo, Request};
+use super::glue::{Fallback, FileInfo, Request};
 use super::state::{self, Account, Mode};
 use super::{trace, verdict};
 use crate::sched::plan;
