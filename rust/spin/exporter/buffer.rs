@@ -70,7 +70,7 @@ impl BufferShared {
 }
 
 /// Notes in `mm` that a user mapping of p2pdma memory is being made in it (`MMF_P2PDMA`, patch
-/// `mm/0003`): the router looks at the requests of such processes only.
+/// `mm/0002`): the router looks at the requests of such processes only.
 fn mark_p2pdma_mapped(mm: &Mm) {
     // SAFETY: `mm` is a valid mm for the duration of the borrow.
     unsafe { bindings::spin_mm_mark_p2pdma(mm.as_raw()) };
