@@ -23,6 +23,7 @@
  *    never sees: only the mm's mmap sequence count tells).
  */
 #define _GNU_SOURCE
+#include <linux/fs.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -37,7 +38,6 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <linux/fs.h>
 
 #include "../kselftest.h"
 #include "spin_lib.h"

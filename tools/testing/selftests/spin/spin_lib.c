@@ -3,6 +3,9 @@
  * Helpers shared by the spin selftests. See spin_lib.h.
  */
 #define _GNU_SOURCE
+#include <linux/aio_abi.h>
+#include <linux/dma-heap.h>
+#include <linux/io_uring.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,9 +30,6 @@
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/dma-heap.h>
-#include <linux/io_uring.h>
-#include <linux/aio_abi.h>
 
 #include "spin_lib.h"
 
