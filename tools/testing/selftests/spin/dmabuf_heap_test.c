@@ -117,9 +117,10 @@ int main(void)
 	 * (whose population held the mmap lock for the whole buffer).
 	 */
 	{
+		uint8_t *byte = p + 3 * MiB;
 		long long before = rss_kib(p), after;
 
-		p[3 * MiB] = 1;
+		*byte = 1;
 		after = rss_kib(p);
 		ksft_test_result(before == 0 && after == 2048,
 				 "mapped on first touch: %lld KiB resident after mmap, %lld KiB after one store\n",

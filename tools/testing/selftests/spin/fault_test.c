@@ -63,11 +63,15 @@ static int faults(int every)
 	char v[16];
 
 	if (!every)
-		return spin_sysfs_set(fail_disk, "0") | spin_sysfs_set(FAIL_DIR "/probability", "0");
+		return spin_sysfs_set(fail_disk, "0") |
+		       spin_sysfs_set(FAIL_DIR "/probability", "0");
 	snprintf(v, sizeof(v), "%d", 100 / every);
-	return spin_sysfs_set(FAIL_DIR "/verbose", "0") | spin_sysfs_set(FAIL_DIR "/interval", "1") |
-	       spin_sysfs_set(FAIL_DIR "/times", "-1") | spin_sysfs_set(FAIL_DIR "/space", "0") |
-	       spin_sysfs_set(FAIL_DIR "/probability", v) | spin_sysfs_set(fail_disk, "1");
+	return spin_sysfs_set(FAIL_DIR "/verbose", "0") |
+	       spin_sysfs_set(FAIL_DIR "/interval", "1") |
+	       spin_sysfs_set(FAIL_DIR "/times", "-1") |
+	       spin_sysfs_set(FAIL_DIR "/space", "0") |
+	       spin_sysfs_set(FAIL_DIR "/probability", v) |
+	       spin_sysfs_set(fail_disk, "1");
 }
 
 static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;

@@ -748,7 +748,8 @@ static void test_promotion(struct spin_fs *fs)
 	ksft_test_result(ok_cpu && prom1 - prom0 >= 2,
 			 "%s: a window page read by the CPU survives the partition's eviction (promoted +%lld)\n",
 			 fs->name, prom1 - prom0);
-	ksft_test_result(ok_fault, "%s: a window page touched by a fault (byte 0x%02x) survives it\n",
+	ksft_test_result(ok_fault,
+			 "%s: a window page touched by a fault (byte 0x%02x) survives it\n",
 			 fs->name, touched);
 	ksft_test_result(ok_evict && ev1 - ev0 >= (long long)nwin - 2,
 			 "%s: the %zu untouched window pages are evicted (evicted +%lld)\n",
@@ -892,7 +893,8 @@ static void test_bridge(struct spin_fs *fs)
 	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	br1 = spin_stat_get(SPIN_SYS "/stat", "ra_windows_bridged");
 	ok = done == (long long)len && !gpu_ok(0, len, fs->seed + 80, 0, why, sizeof(why));
-	ksft_test_result(ok, "%s: a GPU stream across cached chunks: %lld of %zu bytes right in GPU memory%s%s\n",
+	ksft_test_result(ok,
+			 "%s: a GPU stream across cached chunks: %lld of %zu bytes right in GPU memory%s%s\n",
 			 fs->name, done, len, ok ? "" : ": ", ok ? "" : why);
 	ksft_test_result(cached && req1 - req0 == (long long)(len / (64 * KiB)) &&
 			 hit1 - hit0 == req1 - req0 &&
@@ -1159,7 +1161,8 @@ static void test_punch(struct spin_fs *fs)
 	}
 	ok = waitpid(pid, &status, 0) == pid && ok && WIFEXITED(status) &&
 	     !WEXITSTATUS(status) && !spin_gpu_compare(gpu, gmem, cut, want, why, sizeof(why));
-	ksft_test_result(ok, "%s: hole punch and truncate under a GPU stream: data, zeros in the hole, nothing past the end%s%s\n",
+	ksft_test_result(ok,
+			 "%s: hole punch and truncate under a GPU stream: data, zeros in the hole, nothing past the end%s%s\n",
 			 fs->name, ok ? "" : ": ", ok ? "" : why);
 	close(go[0]);
 	close(go[1]);

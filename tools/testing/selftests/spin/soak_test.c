@@ -169,7 +169,8 @@ static ssize_t gpu_read(int entry, int fd, uint8_t *dst, size_t len, off_t pos,
 	}
 	default: {
 		struct iocb cb = { .aio_fildes = fd, .aio_lio_opcode = IOCB_CMD_PREAD,
-				   .aio_buf = (uintptr_t)dst, .aio_nbytes = len, .aio_offset = pos };
+				   .aio_buf = (uintptr_t)dst, .aio_nbytes = len,
+				   .aio_offset = pos };
 		long long res = spin_aio_one(&cb);
 
 		if (res < 0) {
@@ -218,7 +219,8 @@ static void __noreturn gpu_reader(struct spin_fs *fs, uint64_t s, int lenient)
 			if (n >= 0 && n < (ssize_t)len)
 				__atomic_fetch_add(&sh->t[K_GPU].shorts, 1, __ATOMIC_RELAXED);
 			else if (n != (ssize_t)len)
-				bad(K_GPU, &sh->t[K_GPU].errors, "%s: unbind phase: read %zu at %lld: %s",
+				bad(K_GPU, &sh->t[K_GPU].errors,
+				    "%s: unbind phase: read %zu at %lld: %s",
 				    fs->name, len, (long long)pos, strerror(errno));
 			continue;
 		}
@@ -255,15 +257,22 @@ static void __noreturn cpu_reader(struct spin_fs *fs, uint64_t s)
 		pick(&s, RO_LEN, 4 * MiB, &pos, &len);
 		if (rng(&s) % 2) {
 			n = pread(fd, h, len, pos);
-			if (n != (ssize_t)len)
+			if (n != (ssize_t)len) {
 				bad(K_CPU, &sh->t[K_CPU].errors, "%s: read %zu at %lld: %zd (%s)",
 				    fs->name, len, (long long)pos, n, strerror(errno));
-			else if ((at = spin_pattern_check(h, pos, len, fs->seed)) >= 0)
-				bad(K_CPU, &sh->t[K_CPU].wrong, "%s: read %zu at %lld: byte %zd wrong",
+			} else {
+				at = spin_pattern_check(h, pos, len, fs->seed);
+				if (at >= 0)
+					bad(K_CPU, &sh->t[K_CPU].wrong,
+					    "%s: read %zu at %lld: byte %zd wrong",
+					    fs->name, len, (long long)pos, at);
+			}
+		} else {
+			at = spin_pattern_check(map + pos, pos, len, fs->seed);
+			if (at >= 0)
+				bad(K_CPU, &sh->t[K_CPU].wrong,
+				    "%s: mapping, %zu at %lld: byte %zd wrong",
 				    fs->name, len, (long long)pos, at);
-		} else if ((at = spin_pattern_check(map + pos, pos, len, fs->seed)) >= 0) {
-			bad(K_CPU, &sh->t[K_CPU].wrong, "%s: mapping, %zu at %lld: byte %zd wrong",
-			    fs->name, len, (long long)pos, at);
 		}
 		count(K_CPU);
 	}
@@ -290,7 +299,7 @@ static void __noreturn dropper(uint64_t s)
 
 /* ---- writers ---------------------------------------------------------------- */
 
-static void __noreturn writer(struct spin_fs *fs, uint64_t s)
+static void __noreturn gpu_writer(struct spin_fs *fs, uint64_t s)
 {
 	uint8_t *shadow = calloc(1, W_LEN), *h = spin_alloc_aligned(W_LEN);
 	char why[256], path[PATH_MAX];
@@ -337,8 +346,8 @@ static void __noreturn writer(struct spin_fs *fs, uint64_t s)
 				bad(K_WRITE, &sh->t[K_WRITE].errors, "%s: read back: %zd (%s)",
 				    fs->name, n, strerror(errno));
 			else if (spin_gpu_compare(gpu, g, W_LEN, shadow, why, sizeof(why)))
-				bad(K_WRITE, &sh->t[K_WRITE].wrong, "%s: read back into GPU memory: %s",
-				    fs->name, why);
+				bad(K_WRITE, &sh->t[K_WRITE].wrong,
+				    "%s: read back into GPU memory: %s", fs->name, why);
 			break;
 		case 7:		/* read back into host memory */
 			n = pread(fd, h, W_LEN, 0);
@@ -353,7 +362,8 @@ static void __noreturn writer(struct spin_fs *fs, uint64_t s)
 			spin_pattern_fill(g + pos, pos, len, fs->seed * 1000 + v);
 			n = pwrite(fd, g + pos, len, pos);
 			if (n != (ssize_t)len)
-				bad(K_WRITE, &sh->t[K_WRITE].errors, "%s: write %zu at %lld: %zd (%s)",
+				bad(K_WRITE, &sh->t[K_WRITE].errors,
+				    "%s: write %zu at %lld: %zd (%s)",
 				    fs->name, len, (long long)pos, n, strerror(errno));
 			else
 				spin_pattern_fill(shadow + pos, pos, len, fs->seed * 1000 + v);
@@ -370,26 +380,27 @@ struct remap {
 	uint8_t *addr;
 	size_t len;
 	int fd;
-	volatile int stop;
+	int stop;
 };
 
 /* Unmaps the buffer and maps it again at the same address, while reads go into it. */
 static void *remapper(void *arg)
 {
 	struct remap *r = arg;
+	void *p;
 
-	while (!r->stop) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
 		usleep(3000);
 		munmap(r->addr, r->len);
 		usleep(1000);
-		if (mmap(r->addr, r->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, r->fd, 0) ==
-		    MAP_FAILED)
+		p = mmap(r->addr, r->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, r->fd, 0);
+		if (p == MAP_FAILED)
 			bad(K_MAP, &sh->t[K_MAP].errors, "mmap again: %s", strerror(errno));
 	}
 	return NULL;
 }
 
-static void __noreturn mapper(uint64_t s)
+static void __noreturn buffer_mapper(uint64_t s)
 {
 	int heap = spin_heap_open(gpu), fd = open(all[0].path, O_RDONLY);
 	char why[256];
@@ -428,16 +439,17 @@ static void __noreturn mapper(uint64_t s)
 		case 1:		/* a child reads into the inherited mapping */
 			if (!fork()) {
 				n = pread(fd, p, len, pos);
-				_exit(n == (ssize_t)len &&
-				      !spin_gpu_check(gpu, p, len, all[0].seed, pos, why, sizeof(why)) ?
-				      0 : 1);
+				_exit(n != (ssize_t)len ||
+				      spin_gpu_check(gpu, p, len, all[0].seed, pos, why,
+						     sizeof(why)));
 			}
 			{
 				int status = 1;
 
 				wait(&status);
 				if (!WIFEXITED(status) || WEXITSTATUS(status))
-					bad(K_MAP, &sh->t[K_MAP].wrong, "a child's read into an inherited mapping");
+					bad(K_MAP, &sh->t[K_MAP].wrong,
+					    "a child's read into an inherited mapping");
 			}
 			munmap(p, size);
 			close(buf);
@@ -452,14 +464,16 @@ static void __noreturn mapper(uint64_t s)
 			for (int i = 0; i < 16; i++) {
 				n = pread(fd, p, len, pos);
 				if (n < 0 && errno == EFAULT)
-					__atomic_fetch_add(&sh->t[K_MAP].efault, 1, __ATOMIC_RELAXED);
+					__atomic_fetch_add(&sh->t[K_MAP].efault, 1,
+							   __ATOMIC_RELAXED);
 				else if (n >= 0 && n < (ssize_t)len)
-					__atomic_fetch_add(&sh->t[K_MAP].shorts, 1, __ATOMIC_RELAXED);
+					__atomic_fetch_add(&sh->t[K_MAP].shorts, 1,
+							   __ATOMIC_RELAXED);
 				else if (n != (ssize_t)len)
 					bad(K_MAP, &sh->t[K_MAP].errors, "read under remapping: %s",
 					    strerror(errno));
 			}
-			r.stop = 1;
+			__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
 			pthread_join(t, NULL);
 			/* The same buffer is mapped again: the last full read must be there. */
 			n = pread(fd, p, len, pos);
@@ -513,9 +527,9 @@ static pid_t spawn(int k, struct spin_fs *fs, uint64_t seed, int lenient)
 	case K_DROP:
 		dropper(seed);
 	case K_WRITE:
-		writer(fs, seed);
+		gpu_writer(fs, seed);
 	default:
-		mapper(seed);
+		buffer_mapper(seed);
 	}
 }
 
@@ -527,6 +541,19 @@ static void dump_stack(pid_t pid)
 	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
 	spin_read_file(path, buf, sizeof(buf));
 	ksft_print_msg("stack of worker %d: %s\n", pid, buf);
+}
+
+/* The operations so far, at most every 15 s. */
+static void show_progress(void)
+{
+	static double last;
+
+	if (spin_now() - last < 15)
+		return;
+	last = spin_now();
+	ksft_print_msg("progress: GPU %ld, CPU %ld, drop %ld, write %ld, map %ld\n",
+		       sh->t[K_GPU].ops, sh->t[K_CPU].ops, sh->t[K_DROP].ops,
+		       sh->t[K_WRITE].ops, sh->t[K_MAP].ops);
 }
 
 /*
@@ -543,19 +570,12 @@ static void wait_all(pid_t *pids, int n, double limit)
 
 		while ((r = waitpid(pids[i], &status, WNOHANG)) == 0 &&
 		       spin_now() < deadline + limit) {
-			static double last;
-
-			if (spin_now() - last >= 15) {
-				last = spin_now();
-				ksft_print_msg("progress: GPU %ld, CPU %ld, drop %ld, write %ld, map %ld\n",
-					       sh->t[K_GPU].ops, sh->t[K_CPU].ops, sh->t[K_DROP].ops,
-					       sh->t[K_WRITE].ops, sh->t[K_MAP].ops);
-			}
+			show_progress();
 			usleep(100000);
 		}
 		if (r == 0) {
-			ksft_print_msg("worker %d still running %.0f s after the deadline\n", pids[i],
-				       limit);
+			ksft_print_msg("worker %d still running %.0f s after the deadline\n",
+				       pids[i], limit);
 			spin_write_file("/proc/sysrq-trigger", "w");
 			dump_stack(pids[i]);
 			kill(pids[i], SIGKILL);
@@ -621,7 +641,7 @@ static int involves_spin(const char *rec, size_t len)
 	int hit = 0;
 
 	for (size_t i = 0; r && i < ARRAY_SIZE(words); i++)
-		hit |= strstr(r, words[i]) != NULL;
+		hit |= !!strstr(r, words[i]);
 	free(r);
 	return hit;
 }
@@ -658,15 +678,16 @@ static void kmemleak_check(void)
 	buf[n] = 0;
 	for (p = strstr(buf, "unreferenced object"); p; p = next) {
 		char first[160];
+		size_t len;
 
 		next = strstr(p + 1, "unreferenced object");
-		if (involves_spin(p, next ? (size_t)(next - p) : strlen(p))) {
+		len = next ? (size_t)(next - p) : strlen(p);
+		if (involves_spin(p, len)) {
 			mine++;
 			/* Not the kernel log: the report's wording is kept out of it. */
 			snprintf(first, sizeof(first), "%.*s", (int)strcspn(p + 20, "\n"), p + 20);
 			ksft_print_msg("kmemleak, spin's: %s\n", first);
-			ksft_print_msg("%.*s\n", (int)(next ? (size_t)(next - p) : strlen(p)) > 1500 ?
-				       1500 : (int)(next ? (size_t)(next - p) : strlen(p)), p);
+			ksft_print_msg("%.*s\n", (int)len > 1500 ? 1500 : (int)len, p);
 		} else {
 			others++;
 		}

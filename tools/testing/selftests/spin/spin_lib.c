@@ -14,7 +14,6 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -869,7 +868,7 @@ static int touch(const void *addr)
 
 	sigaction(SIGBUS, &sa, &old);
 	if (!sigsetjmp(touch_jmp, 1)) {
-		(void)*(const volatile char *)addr;
+		(void)__atomic_load_n((const char *)addr, __ATOMIC_RELAXED);
 		ret = 0;
 	}
 	sigaction(SIGBUS, &old, NULL);
@@ -1222,14 +1221,12 @@ int spin_ring_run(struct spin_ring *r, unsigned int n, int *res)
 {
 	unsigned int got = 0;
 
-	atomic_store_explicit((_Atomic unsigned int *)r->sq_tail, *r->sq_tail + n,
-			      memory_order_release);
+	__atomic_store_n(r->sq_tail, *r->sq_tail + n, __ATOMIC_RELEASE);
 	if (syscall(__NR_io_uring_enter, r->fd, n, n, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
 		return -1;
 	while (got < n) {
 		unsigned int head = *r->cq_head;
-		unsigned int tail = atomic_load_explicit((_Atomic unsigned int *)r->cq_tail,
-							 memory_order_acquire);
+		unsigned int tail = __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE);
 
 		if (head == tail) {
 			if (syscall(__NR_io_uring_enter, r->fd, 0, 1, IORING_ENTER_GETEVENTS,
@@ -1244,8 +1241,7 @@ int spin_ring_run(struct spin_ring *r, unsigned int n, int *res)
 			if (cqe->user_data < n)
 				res[cqe->user_data] = cqe->res;
 		}
-		atomic_store_explicit((_Atomic unsigned int *)r->cq_head, head,
-				      memory_order_release);
+		__atomic_store_n(r->cq_head, head, __ATOMIC_RELEASE);
 	}
 	return 0;
 }

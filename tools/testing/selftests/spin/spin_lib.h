@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../kselftest.h"
+
 #define SPIN_NVME0_SERIAL "spin-nvme0"	/* data disk */
 #define SPIN_NVME1_SERIAL "spin-nvme1"	/* data disk with a 64 MiB CMB */
 #define SPIN_NVME2_SERIAL "spin-nvme2"	/* outside the switch: no P2P path to the GPU */
@@ -201,10 +203,6 @@ ssize_t spin_pattern_check(const void *buf, uint64_t off, size_t len, uint64_t s
 uint32_t spin_crc32(uint32_t crc, const void *buf, size_t len);
 
 int spin_agent_open(void);
-#ifndef __printf
-#define __printf(a, b) __attribute__((format(printf, a, b)))
-#endif
-
 __printf(3, 4) int spin_agent(char *reply, size_t len, const char *fmt, ...);
 
 void *spin_alloc_aligned(size_t len);

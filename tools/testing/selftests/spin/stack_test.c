@@ -112,6 +112,8 @@
 #define SWAP_DISK (32 * MiB)	/* the dm device: ext4 */
 #define SWAP_LEN MiB		/* what each reader reads into GPU memory */
 #define MD_DEV "/dev/md0"
+/* The shell command that zeroes the first 2 MiB of the disk %s. */
+#define ZERO_HEAD "dd if=/dev/zero of=%s bs=1M count=2 2>/dev/null"
 /* 64 hex digits: the dm-crypt key (aes-xts-plain64 takes two 128-bit keys). */
 #define KEY "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
@@ -409,13 +411,12 @@ static int build(const struct stack *s, char *disk, size_t len)
 
 	/* Old superblocks and filesystems must not be taken for anything. */
 	if (sh("mdadm --zero-superblock %s %s %s >/dev/null 2>&1; true", dev0, dev1, dev2) ||
-	    sh("dd if=/dev/zero of=%s bs=1M count=2 2>/dev/null && "
-	       "dd if=/dev/zero of=%s bs=1M count=2 2>/dev/null", dev0, second))
+	    sh(ZERO_HEAD " && " ZERO_HEAD, dev0, second))
 		return -1;
 	if (s->level) {
-		if (sh("mdadm --create " MD_DEV " --run --assume-clean --metadata=1.2 "
-		       "--level=%s --raid-devices=2 %s%s %s %s </dev/null >/dev/null 2>&1",
-		       s->level, !strcmp(s->level, "10") ? "--layout=n2 " : "",
+		if (sh("%s --level=%s --raid-devices=2 %s%s %s %s </dev/null >/dev/null 2>&1",
+		       "mdadm --create " MD_DEV " --run --assume-clean --metadata=1.2", s->level,
+		       !strcmp(s->level, "10") ? "--layout=n2 " : "",
 		       !strcmp(s->level, "0") ? "--chunk=512" : "", dev0, second))
 			return -1;
 		md_made = 1;

@@ -274,8 +274,10 @@ static void test_stat(struct disk *near)
 	 * (a first read also maps the buffer's pages, and a debug kernel with
 	 * kmemleak is slow at that).
 	 */
-	if (pipe(ready))
-		ready[0] = ready[1] = -1;
+	if (pipe(ready)) {
+		ready[0] = -1;
+		ready[1] = -1;
+	}
 	child = fork();
 	if (child == 0) {
 		fd = open("/mnt/tool-near/f", O_RDONLY);

@@ -290,12 +290,13 @@ static void publish_race(const char *gpu, int heap)
 		spin_read_file(sw, now, sizeof(now));
 		ok = !ret && !strcmp(now, want) && (r & 1 ? fd >= 0 : fd == -ENODEV);
 		if (ok && r == RACE_ROUNDS - 1) {
-			uint8_t *m = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			size_t len = MiB;
+			uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 			if (m != MAP_FAILED) {
-				memset(m, 0x5a, MiB);
-				mapped = m[MiB - 1] == 0x5a;
-				munmap(m, MiB);
+				memset(m, 0x5a, len);
+				mapped = m[len - 1] == 0x5a;
+				munmap(m, len);
 			}
 		}
 		if (!ok && !missed++)

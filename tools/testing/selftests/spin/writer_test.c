@@ -71,7 +71,6 @@
 #define EVENT "spin/spin_route_write"
 #define TRACE "/sys/kernel/tracing/trace"
 
-
 static char gpu[PATH_MAX];
 static uint8_t *gmem;		/* GPU memory, GPU_LEN bytes */
 static uint8_t *host;		/* host scratch, HOST_LEN bytes */
@@ -611,7 +610,7 @@ overwriters:
 				      strerror(errno));
 		return;
 	}
-	strcpy(why, "ok");
+	snprintf(why, sizeof(why), "ok");
 	ok = 1;
 	counts(fs, &c0);
 	for (int i = 0; i < 3; i++) {
@@ -760,11 +759,11 @@ static void test_sync(struct spin_fs *fs)
 
 /* ---- RLIMIT_FSIZE --------------------------------------------------------- */
 
-static volatile sig_atomic_t xfsz;
+static sig_atomic_t xfsz;
 
 static void on_xfsz(int sig)
 {
-	xfsz = 1;
+	__atomic_store_n(&xfsz, 1, __ATOMIC_RELAXED);
 }
 
 static void test_rlimit(struct spin_fs *fs)
@@ -788,11 +787,11 @@ static void test_rlimit(struct spin_fs *fs)
 		if (setrlimit(RLIMIT_FSIZE, &rl))
 			_exit(10);
 		a = pwrite(fd, gmem + SRC, 2 * MiB, 0);
-		if (a != (ssize_t)limit || xfsz)
+		if (a != (ssize_t)limit || __atomic_load_n(&xfsz, __ATOMIC_RELAXED))
 			_exit(11);
 		b = pwrite(fd, gmem + SRC, MiB, limit);
 		e = errno;
-		if (b != -1 || e != EFBIG || !xfsz)
+		if (b != -1 || e != EFBIG || !__atomic_load_n(&xfsz, __ATOMIC_RELAXED))
 			_exit(12);
 		_exit(0);
 	}
@@ -805,8 +804,8 @@ static void test_rlimit(struct spin_fs *fs)
 		snprintf(why, sizeof(why), "size %lld", (long long)lseek(fd, 0, SEEK_END));
 	else
 		file_ok(fd, 0, limit, seed, why, sizeof(why));
-	ksft_test_result(!strcmp(why,
-			 "ok"), "%s: RLIMIT_FSIZE: short count at the limit, EFBIG and SIGXFSZ past it (%s)\n",
+	ksft_test_result(!strcmp(why, "ok"),
+			 "%s: RLIMIT_FSIZE: short count at the limit, EFBIG and SIGXFSZ past it (%s)\n",
 			 fs->name, why);
 	close(fd);
 	unlink(path);
@@ -1160,7 +1159,8 @@ static void test_disk_fallbacks(void)
 		}
 		if (ok)
 			ok = !file_ok(fd, 0, 2 * MiB, 90 + i, why, sizeof(why));
-		ksft_test_result(ok, "%s: a write from GPU memory falls back (%s), bytes right (%s)\n",
+		ksft_test_result(ok,
+				 "%s: a write from GPU memory falls back (%s), bytes right (%s)\n",
 				 d[i].name, d[i].counter, why);
 		if (fd >= 0)
 			close(fd);
