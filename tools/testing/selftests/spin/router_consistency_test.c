@@ -172,15 +172,12 @@ static void consistency(struct router_fs *fs)
 	if (fd >= 0)
 		close(fd);
 	free(expect);
-	ksft_test_result(!w.bad,
-			 "%s: write(2) without fsync, then read into GPU memory (auto): new data: %s\n",
-			 fs->base.name, w.bad ? w.why : "ok");
-	ksft_test_result(!wp.bad,
-			 "%s: write(2) without fsync, then read (p2p): written back, all by P2P: %s\n",
-			 fs->base.name, wp.bad ? wp.why : "ok");
-	ksft_test_result(!m.bad,
-			 "%s: shared-mapping stores without msync, then read (auto, p2p): new data: %s\n",
-			 fs->base.name, m.bad ? m.why : "ok");
+	res_result(&w, "%s: write(2) without fsync, then read into GPU memory (auto): new data",
+		   fs->base.name);
+	res_result(&wp, "%s: write(2) without fsync, then read (p2p): written back, all by P2P",
+		   fs->base.name);
+	res_result(&m, "%s: shared-mapping stores without msync, then read (auto, p2p): new data",
+		   fs->base.name);
 }
 
 /* ---- concurrency -------------------------------------------------------- */

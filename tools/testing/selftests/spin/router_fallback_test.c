@@ -86,9 +86,8 @@ static void fallback(struct router_fs *fs, int reason, const char *what)
 		trace_free(&o.tr);
 	}
 	set_mode("auto");
-	ksft_test_result(!r.bad,
-			 "%s: bytes right, every read falls back, reason %s (counters, trace): %s\n",
-			 what, reason_names[reason], r.bad ? r.why : "ok");
+	res_result(&r, "%s: bytes right, every read falls back, reason %s (counters, trace)",
+		   what, reason_names[reason]);
 }
 
 /* A file on tmpfs: no block device. */
@@ -126,9 +125,7 @@ static void fallback_tmpfs(void)
 	trace_free(&o.tr);
 	close(t.fd);
 	unlink("/tmp/router_test.dat");
-	ksft_test_result(!r.bad,
-			 "tmpfs (no block device): bytes right, fallback_no_bdev counted: %s\n",
-			 r.bad ? r.why : "ok");
+	res_result(&r, "tmpfs (no block device): bytes right, fallback_no_bdev counted");
 }
 
 int main(void)

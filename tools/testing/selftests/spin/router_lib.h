@@ -137,6 +137,11 @@ extern char mode[16];		/* what this program last set */
 extern char knob_disk[80];	/* the disk whose knobs the tests change: spin-nvme0's */
 
 __printf(3, 4) void fail(struct res *r, const char *label, const char *fmt, ...);
+/*
+ * A test line that passes if @r found no problem: the text of @fmt, then ": "
+ * and the first problem, or "ok".
+ */
+__printf(2, 3) void res_result(const struct res *r, const char *fmt, ...);
 int sys_write(const char *path, const char *val);
 int set_mode(const char *m);
 void knob_path(char *path, size_t len, const char *disk, const char *knob);

@@ -147,22 +147,19 @@ static void read_matrix(struct router_fs *fs)
 			 data_un.bad ? data_un.why : "ok");
 	if (!a.mixed)
 		fail(&a.route, fs->base.name, "no read was split between the page cache and P2P");
-	ksft_test_result(!a.route.bad,
-			 "%s: counters and trace agree on every read (%d reads, %d split): %s\n",
-			 fs->base.name, a.route.runs, a.mixed, a.route.bad ? a.route.why : "ok");
+	res_result(&a.route, "%s: counters and trace agree on every read (%d reads, %d split)",
+		   fs->base.name, a.route.runs, a.mixed);
 	if (!a.n_cached)
 		fail(&a.cached, fs->base.name, "no fully cached read observed");
-	ksft_test_result(!a.cached.bad, "%s: fully cached reads: no P2P bytes (%d reads): %s\n",
-			 fs->base.name, a.n_cached, a.cached.bad ? a.cached.why : "ok");
+	res_result(&a.cached, "%s: fully cached reads: no P2P bytes (%d reads)",
+		   fs->base.name, a.n_cached);
 	if (!a.n_uncached)
 		fail(&a.uncached, fs->base.name, "no uncached aligned read observed");
-	ksft_test_result(!a.uncached.bad,
-			 "%s: uncached aligned reads: all bytes by P2P (%d reads): %s\n",
-			 fs->base.name,
-			 a.n_uncached, a.uncached.bad ? a.uncached.why : "ok");
-	ksft_test_result(!a.rules.bad,
-			 "%s: page cache for cached pages and unaligned head/tail only; misaligned GPU offsets fall back: %s\n",
-			 fs->base.name, a.rules.bad ? a.rules.why : "ok");
+	res_result(&a.uncached, "%s: uncached aligned reads: all bytes by P2P (%d reads)",
+		   fs->base.name, a.n_uncached);
+	res_result(&a.rules,
+		   "%s: page cache for cached pages and unaligned head/tail only; misaligned GPU offsets fall back",
+		   fs->base.name);
 }
 
 /* ---- EOF, preadv, read() ------------------------------------------------ */
@@ -256,9 +253,9 @@ static void eof_reads(struct router_fs *fs)
 	if (at != F)
 		fail(&r, label, "file position %lld after reading to EOF, expected %lld",
 		     (long long)at, F);
-	ksft_test_result(!r.bad,
-			 "%s: EOF: short reads, 0 at and after EOF, nothing written past the count (%d reads): %s\n",
-			 fs->base.name, r.runs + 2, r.bad ? r.why : "ok");
+	res_result(&r,
+		   "%s: EOF: short reads, 0 at and after EOF, nothing written past the count (%d reads)",
+		   fs->base.name, r.runs + 2);
 }
 
 static void preadv_mixed(struct router_fs *fs)
@@ -312,9 +309,8 @@ static void preadv_mixed(struct router_fs *fs)
 		obs_end(fs, &o, rg, 2, &r, label);
 		trace_free(&o.tr);
 	}
-	ksft_test_result(!r.bad,
-			 "%s: preadv mixing host and GPU iovecs: bytes, only the GPU ranges routed: %s\n",
-			 fs->base.name, r.bad ? r.why : "ok");
+	res_result(&r, "%s: preadv mixing host and GPU iovecs: bytes, only the GPU ranges routed",
+		   fs->base.name);
 }
 
 /*
@@ -390,10 +386,10 @@ static void chunk_pipeline(struct router_fs *fs)
 			chunk_pipeline_one(fs, 0, &r);
 		sys_write(SPIN_SYS "/atomic_reads", "1");
 	}
-	ksft_test_result(!r.bad,
-			 "%s: a read of three chunks: the P2P legs of a chunk in flight while the one before is copied%s: %s\n",
-			 fs->base.name, sync ? " (atomic_reads 0; none with 1)" :
-			 " (none with pipeline 0)", r.bad ? r.why : "ok");
+	res_result(&r,
+		   "%s: a read of three chunks: the P2P legs of a chunk in flight while the one before is copied%s",
+		   fs->base.name,
+		   sync ? " (atomic_reads 0; none with 1)" : " (none with pipeline 0)");
 }
 
 /*
@@ -461,10 +457,8 @@ static void queue_overlap(struct router_fs *fs)
 		fail(&r, fs->base.name,
 		     "p2p_overlap 800, synchronous legs: %lld P2P segments, want 1",
 		     eight);
-	ksft_test_result(!r.bad, "%s: p2p_overlap 100 -> %lld P2P leg(s), 800 -> %lld%s: %s\n",
-			 fs->base.name, none, eight,
-			 sync ? " (synchronous legs: serial model)" : "",
-			 r.bad ? r.why : "ok");
+	res_result(&r, "%s: p2p_overlap 100 -> %lld P2P leg(s), 800 -> %lld%s",
+		   fs->base.name, none, eight, sync ? " (synchronous legs: serial model)" : "");
 }
 
 static void boundaries(struct router_fs *fs)
@@ -545,9 +539,9 @@ static void boundaries(struct router_fs *fs)
 	trace_free(&o.tr);
 	if (fd >= 0)
 		close(fd);
-	ksft_test_result(!r.bad,
-			 "%s: iovecs across the GPU mapping's ends: bytes, only GPU pieces routed; O_DIRECT not routed: %s\n",
-			 fs->base.name, r.bad ? r.why : "ok");
+	res_result(&r,
+		   "%s: iovecs across the GPU mapping's ends: bytes, only GPU pieces routed; O_DIRECT not routed",
+		   fs->base.name);
 }
 
 /* One observed read() of @len bytes at the file position, @pos, into GPU offset @goff. */
@@ -614,9 +608,8 @@ static void read_position(struct router_fs *fs)
 	at = lseek(fs->fd, 0, SEEK_CUR);
 	if (at != pos)
 		fail(&r, label, "position %lld after readv(), expected %lld", (long long)at, pos);
-	ksft_test_result(!r.bad,
-			 "%s: read() and readv() into GPU memory advance the file position: %s\n",
-			 fs->base.name, r.bad ? r.why : "ok");
+	res_result(&r, "%s: read() and readv() into GPU memory advance the file position",
+		   fs->base.name);
 }
 
 /* ---- modes -------------------------------------------------------------- */
@@ -685,12 +678,11 @@ static void modes(struct router_fs *fs)
 		trace_free(&o.tr);
 	}
 	set_mode("auto");
-	ksft_test_result(!pc.bad,
-			 "%s: mode pagecache: no P2P bytes, fallback_mode counted, bytes right: %s\n",
-			 fs->base.name, pc.bad ? pc.why : "ok");
-	ksft_test_result(!p2p.bad,
-			 "%s: mode p2p: a cached aligned read all by P2P, unaligned head/tail copied: %s\n",
-			 fs->base.name, p2p.bad ? p2p.why : "ok");
+	res_result(&pc, "%s: mode pagecache: no P2P bytes, fallback_mode counted, bytes right",
+		   fs->base.name);
+	res_result(&p2p,
+		   "%s: mode p2p: a cached aligned read all by P2P, unaligned head/tail copied",
+		   fs->base.name);
 }
 
 static void read_tests(struct router_fs *fs)
