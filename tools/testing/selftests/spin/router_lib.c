@@ -53,17 +53,6 @@ __printf(3, 4) void fail(struct res *r, const char *label, const char *fmt, ...)
 	}
 }
 
-__printf(2, 3) void res_result(const struct res *r, const char *fmt, ...)
-{
-	char text[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	ksft_test_result(!r->bad, "%s: %s\n", text, r->bad ? r->why : "ok");
-}
-
 /* Knobs: the value before the program's first change is restored at exit. */
 int sys_write(const char *path, const char *val)
 {

@@ -9,8 +9,10 @@
 #define ROUTER_LIB_H
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -139,9 +141,20 @@ extern char knob_disk[80];	/* the disk whose knobs the tests change: spin-nvme0'
 __printf(3, 4) void fail(struct res *r, const char *label, const char *fmt, ...);
 /*
  * A test line that passes if @r found no problem: the text of @fmt, then ": "
- * and the first problem, or "ok".
+ * and the first problem, or "ok". Inline: kselftest.h keeps its counters per
+ * file, and the test program's count the results.
  */
-__printf(2, 3) void res_result(const struct res *r, const char *fmt, ...);
+static inline __printf(2, 3) void res_result(const struct res *r, const char *fmt, ...)
+{
+	char text[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	ksft_test_result(!r->bad, "%s: %s\n", text, r->bad ? r->why : "ok");
+}
+
 int sys_write(const char *path, const char *val);
 int set_mode(const char *m);
 void knob_path(char *path, size_t len, const char *disk, const char *knob);
