@@ -243,7 +243,7 @@ def owners(entries):
 def staged_blobs(tree, entries):
     """{entry index: [(path, blob, mode)]}: what each .files entry adds."""
     own = owners(entries)
-    later = {}  # path -> [patch text] of .patch entries after its owner, in order
+    later = {}  # path -> [diff] of the entries after its owner that change it, in order
     for j, e in enumerate(entries):
         text = e.diff()
         for f in patch_paths(text):
@@ -287,11 +287,6 @@ def build_series(tree, entries):
         cenv = dict(env)
         if e.kind == "patch":
             text = e.text()
-            r = subprocess.run(["git", "-C", tree, "apply", "--cached", "--whitespace=nowarn",
-                                "-"], input=text, env={**os.environ, **env},
-                               capture_output=True, text=True)
-            if r.returncode:
-                die(f"patches/{e.rel} does not apply:\n{r.stderr}")
             with tempfile.TemporaryDirectory() as td:
                 info = subprocess.run(["git", "mailinfo", os.path.join(td, "msg"),
                                        os.path.join(td, "patch")], input=text,
@@ -307,15 +302,16 @@ def build_series(tree, entries):
                 msg = msg.rstrip("\n") + f"\n\nSigned-off-by: {name} <{mail}>\n"
             for f, blob, mode in staged.get(i, []):
                 git(tree, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{f}", env=env)
-            diff = e.diff()
-            if diff:
-                r = subprocess.run(["git", "-C", tree, "apply", "--cached",
-                                    "--whitespace=nowarn", "-"], input=diff,
-                                   env={**os.environ, **env}, capture_output=True, text=True)
-                if r.returncode:
-                    die(f"the diff of patches/{e.rel} does not apply:\n{r.stderr}")
             cenv.update({"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail,
                          "GIT_AUTHOR_DATE": FIXED_DATE})
+        # A .patch entry's diff, or the one a .files entry ends with, after its files.
+        diff = e.diff()
+        if diff:
+            r = subprocess.run(["git", "-C", tree, "apply", "--cached", "--whitespace=nowarn",
+                                "-"], input=diff, env={**os.environ, **env},
+                               capture_output=True, text=True)
+            if r.returncode:
+                die(f"the diff of patches/{e.rel} does not apply:\n{r.stderr}")
         treeid = git(tree, "write-tree", env=env)
         parent = git(tree, "commit-tree", treeid, "-p", parent, inp=msg, env=cenv)
     os.unlink(index)
