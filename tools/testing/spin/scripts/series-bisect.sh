@@ -3,7 +3,9 @@
 #
 # Build every prefix of the series: `git am` the emitted patches one by one onto a scratch
 # worktree of the pristine source and build each step (the production configuration, its own
-# object directory $BUILD/obj-bisect, so kbuild rebuilds only what a patch touches). Prints one
+# object directory, so kbuild rebuilds only what a patch touches). Source and objects sit at
+# the same relative place as $BUILD/src/linux-source-7.3 and $BUILD/obj, so ccache serves every
+# file a step compiles exactly as an earlier build did. Prints one
 # line per patch and a closing `N built, N failed`. SPIN_BISECT_FROM=N starts at patch N (the
 # ones before it are applied unbuilt), SPIN_BISECT_TO=N stops after patch N.
 set -euo pipefail
@@ -13,8 +15,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ -n "${SPIN_LOCKED:-}" ] || exec "$here/with-lock.sh" "$0" "$@"
 
 out=$BUILD/series
-scratch=$BUILD/bisect-src
-export KOBJ=$BUILD/obj-bisect
+scratch=$BUILD/bisect/src/linux-source-7.3
+export KOBJ=$BUILD/bisect/obj
 from=${SPIN_BISECT_FROM:-1}
 log() { printf '[bisect] %s\n' "$*"; }
 
