@@ -24,7 +24,7 @@ export BUILD KSRC KOBJ
 # VM knobs (see Documentation/spin/development.rst): SPIN_VM_BPS, SPIN_VM_IOPS, SPIN_VM_TIMEOUT, SPIN_GPU_MIB.
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe bench-insn series series-check series-bisect export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-replay bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe bench-insn series series-check series-bisect export clean \
 	distclean
 
 help:
@@ -133,6 +133,25 @@ bench-router: tree
 		exit $${rc:-0}; }' || rc=$$?; \
 	$(PY) $(REPO)/tools/testing/spin/bench/router_report.py $(ROUTER_OUT) || rc=$$?; \
 	exit $$rc
+
+## bench-replay: the router's own decisions, costed on real devices' models (spin-replay)
+# One boot of router_bench.replay: for each device model of spin-replay (a PCIe 4 and a PCIe 5
+# NVMe drive with a GPU on the same generation), the kernel's cost model is set to the
+# device's knobs and every cell of the matrix (residencies REPLAY_RES) is read once in auto
+# mode with the router's tracepoints on; spin-replay then charges those decisions, and the
+# two fixed paths, to the device model (Documentation/spin/measurements.rst). ~15 min.
+REPLAY_OUT := $(BUILD)/bench-replay
+REPLAY_RES ?= 0,25,50,75,100
+REPLAY_BIN := $(REPO)/tools/testing/spin/core/target/release/spin-replay
+bench-replay: tree
+	@cargo build --release --quiet --manifest-path $(CORE) --bin spin-replay
+	@models=$$(for d in gen4 gen5; do printf '%s:%s,' $$d "$$($(REPLAY_BIN) --knobs $$d)"; \
+		done); rc=0; \
+	$(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(ROUTER_VM) --out $(REPLAY_OUT) \
+		--append "router_bench.cpu_rounds=0 router_bench.res=$(REPLAY_RES) \
+		router_bench.replay='"$${models%,}"' $(ROUTER_ARGS)"' || rc=$$?; \
+	$(REPLAY_BIN) $(REPLAY_OUT)/results.log > $(REPLAY_OUT)/summary.md || rc=$$?; \
+	cat $(REPLAY_OUT)/summary.md; exit $$rc
 
 ## bench-cpu: CPU-only reads, this kernel against the same tree with CONFIG_SPIN=n
 # Builds the CONFIG_SPIN=n kernel in build/obj-nospin (cold ~30 min; with ccache a few

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -185,4 +186,68 @@ int bench_pattern_file(const char *path, size_t len, unsigned long long seed, vo
 		return -1;
 	}
 	return fd;
+}
+
+#define TRACING "/sys/kernel/tracing"
+
+static int trace_events(const char *const *events, int n, const char *on)
+{
+	char path[256];
+	int ret = 0;
+
+	for (int i = 0; i < n && !ret; i++) {
+		snprintf(path, sizeof(path), TRACING "/events/%s/enable", events[i]);
+		ret = spin_write_file(path, on);
+	}
+	return ret;
+}
+
+/*
+ * Empties the trace buffer (@buffer_kb KiB per CPU), enables @events
+ * ("system/event", @n of them) and turns tracing on; mounts tracefs first if
+ * needed. Returns 0 or -errno.
+ */
+int bench_trace_on(const char *const *events, int n, int buffer_kb)
+{
+	char kb[32];
+	int fd, ret;
+
+	if (access(TRACING "/trace", F_OK) && mount("nodev", TRACING, "tracefs", 0, NULL))
+		return -errno;
+	snprintf(kb, sizeof(kb), "%d", buffer_kb);
+	ret = spin_write_file(TRACING "/tracing_on", "0") ?:
+	      spin_write_file(TRACING "/buffer_size_kb", kb);
+	if (ret)
+		return ret;
+	/* Opening the buffer with O_TRUNC empties it. */
+	fd = open(TRACING "/trace", O_WRONLY | O_TRUNC);
+	if (fd < 0 || close(fd))
+		return -errno;
+	return trace_events(events, n, "1") ?: spin_write_file(TRACING "/tracing_on", "1");
+}
+
+/*
+ * Turns tracing and @events off and returns the trace, open for reading, or
+ * NULL with errno set.
+ */
+FILE *bench_trace_off(const char *const *events, int n)
+{
+	int ret;
+
+	spin_write_file(TRACING "/tracing_on", "0");
+	ret = trace_events(events, n, "0");
+	if (ret) {
+		errno = -ret;
+		return NULL;
+	}
+	return fopen(TRACING "/trace", "r");
+}
+
+/* Whether a line of the trace is its header saying that events were lost. */
+int bench_trace_lost(const char *line)
+{
+	unsigned long in, written;
+
+	return sscanf(line, "# entries-in-buffer/entries-written: %lu/%lu", &in, &written) == 2 &&
+	       in < written;
 }

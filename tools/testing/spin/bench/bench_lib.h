@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Helpers shared by the spin benches (tools/testing/spin/bench): the
- * clock, TAP lines, options from the kernel command line, medians, and the
- * drain of QEMU's throttling burst.
+ * clock, TAP lines, options from the kernel command line, medians, the
+ * drain of QEMU's throttling burst, and tracefs.
  */
 #ifndef SPIN_BENCH_LIB_H
 #define SPIN_BENCH_LIB_H
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #ifndef __printf
@@ -29,5 +30,8 @@ int bench_drain(int fd, long long dev_size, long long bps, long long iops, void 
 unsigned long long bench_rng(unsigned long long *state);
 int bench_pattern_file(const char *path, size_t len, unsigned long long seed, void *buf,
 		       size_t buf_len);
+int bench_trace_on(const char *const *events, int n, int buffer_kb);
+FILE *bench_trace_off(const char *const *events, int n);
+int bench_trace_lost(const char *line);
 
 #endif /* SPIN_BENCH_LIB_H */

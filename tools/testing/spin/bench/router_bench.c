@@ -21,7 +21,9 @@
  * 3. The TIOtest-like matrix: sequential reads of 512 B .. 8 MiB per call and
  *    random reads of 512 B .. 1 MiB over a file on ext4 on spin-nvme0, with 0,
  *    50 (alternating chunks, 1 MiB by default) and 100% of the file resident in
- *    the page cache, each under /sys/kernel/spin/mode auto, p2p and pagecache.
+ *    the page cache (.res=0,25,50,75,100 adds 25%: the first chunk of every
+ *    four, and 75%: all but the last of every four), each under
+ *    /sys/kernel/spin/mode auto, p2p and pagecache.
  *    Destination: GPU memory from the stand-in GPU's DMA-BUF heap, mmapped;
  *    plain buffered pread(). The three modes of a cell are measured
  *    interleaved in every round; each measurement sets its residency first
@@ -56,7 +58,12 @@
  * /sys/kernel/spin/ra_partition_pages first, e.g. a partition larger than the file, so
  * that GPU read-ahead evicts nothing; the header says so), .norouter=1 (a self-test of the
  * bench on a kernel without the router: modes and counters are not touched,
- * every "mode" is the kernel's plain buffered read; the header says so).
+ * every "mode" is the kernel's plain buffered read; the header says so),
+ * .replay=NAME:S_CUTOFF:C_P2P_NS:BW_P2P:BW_PC[,...] (instead of the timed
+ * matrix: for each device model, its knobs written to the disk's cost model,
+ * every cell read once in auto mode with the router's tracepoints on, printed
+ * as rp-* lines for spin-replay, the decision core's replay of those
+ * decisions on the model's costs; make bench-replay).
  *
  * Emulator figures (QEMU TCG, the BAR is host RAM): compare ratios only.
  */
@@ -108,6 +115,14 @@ static struct {
 } opt = { 64, 5, 12, 1200, 1024, 16, 1000, -1, 0, 0, 0, 0, 0, 0, 0, 0 };
 
 static long long ra_limit = -1;	/* router_bench.ra_limit; -1: the partition as it is */
+/* router_bench.res: the residencies of the matrix, in percent. */
+static int res_list[5] = { 0, 50, 100 }, nres = 3;
+/* router_bench.replay: device models whose decisions are traced instead of timed. */
+static struct {
+	char name[16];
+	long long knobs[4];
+} replay_dev[4];
+static int nreplay;
 static long long given_fit[4];	/* router_bench.fit: a fit of an earlier run */
 static int have_fit;
 static char gpu_dir[PATH_MAX], dev[64], disk[64], stat_path[PATH_MAX];
@@ -144,6 +159,49 @@ static long long cmdline_ll(const char *key, long long def)
 	return bench_opt_ll("router_bench", key, def);
 }
 
+/* router_bench.res=0,25,50,75,100: residencies, multiples of 25, in order. */
+static void parse_res(const char *v)
+{
+	const char *p = v;
+	int end;
+
+	for (nres = 0; *p; p += end + (p[end] == ',')) {
+		if (nres == ARRAY_SIZE(res_list) ||
+		    sscanf(p, "%d%n", &res_list[nres], &end) != 1 || res_list[nres] % 25 ||
+		    res_list[nres] < 0 || res_list[nres] > 100 ||
+		    (nres && res_list[nres] <= res_list[nres - 1]) ||
+		    (p[end] && p[end] != ','))
+			die("router_bench.res=%s: want increasing residencies among 0,25,50,75,100",
+			    v);
+		nres++;
+	}
+	if (!nres)
+		die("router_bench.res is empty");
+}
+
+/*
+ * router_bench.replay=NAME:S_CUTOFF:C_P2P_NS:BW_P2P:BW_PC[,NAME:...]: the
+ * device models of spin-replay --knobs.
+ */
+static void parse_replay(const char *v)
+{
+	const char *p = v;
+	int end;
+
+	for (nreplay = 0; *p; p += end + (p[end] == ',')) {
+		long long *k = replay_dev[nreplay].knobs;
+
+		end = 0;
+		if (nreplay == ARRAY_SIZE(replay_dev) ||
+		    sscanf(p, "%15[a-z0-9]:%lld:%lld:%lld:%lld%n", replay_dev[nreplay].name,
+			   &k[0], &k[1], &k[2], &k[3], &end) != 5 ||
+		    (p[end] && p[end] != ',') || k[0] < 0 || k[1] <= 0 || k[2] <= 0 || k[3] <= 0)
+			die("router_bench.replay=%s: want NAME:S_CUTOFF:C_P2P_NS:BW_P2P:BW_PC, "
+			    "comma-separated", v);
+		nreplay++;
+	}
+}
+
 static void parse_opts(void)
 {
 	const char *model = cmdline_opt("model");
@@ -159,8 +217,13 @@ static void parse_opts(void)
 	opt.iops = cmdline_ll("iops", opt.iops);
 	opt.max_size = cmdline_ll("max_size", opt.max_size);
 	opt.only_res = cmdline_ll("only_res", opt.only_res);
-	if (opt.only_res != -1 && opt.only_res != 0 && opt.only_res != 50 && opt.only_res != 100)
-		die("router_bench.only_res=%ld: want 0, 50 or 100 (or -1: all)", opt.only_res);
+	if (opt.only_res != -1 && (opt.only_res < 0 || opt.only_res > 100 || opt.only_res % 25))
+		die("router_bench.only_res=%ld: want 0, 25, 50, 75 or 100 (or -1: all)",
+		    opt.only_res);
+	if (cmdline_opt("res"))
+		parse_res(cmdline_opt("res"));
+	if (cmdline_opt("replay"))
+		parse_replay(cmdline_opt("replay"));
 	opt.cpuonly = cmdline_ll("cpuonly", opt.cpuonly);
 	opt.norouter = cmdline_ll("norouter", opt.norouter);
 	ra_limit = cmdline_ll("ra_limit", ra_limit);
@@ -297,14 +360,28 @@ static void drain(void)
 		die("draining the throttle: %s", strerror(-ret));
 }
 
+/*
+ * Whether the chunk at @off is resident at @res percent: 25, the first chunk
+ * of every four; 50, every other chunk from the first; 75, all but the last
+ * of every four.
+ */
 static int resident_by_pattern(off_t off, int res)
 {
-	return res == 100 || (res == 50 && (off / chunk) % 2 == 0);
+	long i = off / chunk;
+
+	return res == 100 || (res == 75 && i % 4 != 3) || (res == 50 && i % 2 == 0) ||
+	       (res == 25 && i % 4 == 0);
+}
+
+/* Bytes after which the pattern of @res repeats. */
+static size_t pattern_period(int res)
+{
+	return (res == 25 || res == 75 ? 4 : 2) * chunk;
 }
 
 /*
- * Make [lo, hi) of the file resident per @res (0, 50: every other chunk from
- * the first, 100) and the rest of the file not resident.
+ * Make [lo, hi) of the file resident per @res (see resident_by_pattern()) and
+ * the rest of the file not resident.
  */
 static void set_residency(int res, off_t lo, off_t hi)
 {
@@ -995,7 +1072,7 @@ static void measure(struct cell *c, int mode, int round)
 			now = bench_now();
 			next_ref = now + REF_EVERY_S;
 		}
-		if (done >= MIN_CALLS && (c->rnd || (off + c->size) % (2 * chunk) == 0) &&
+		if (done >= MIN_CALLS && (c->rnd || (off + c->size) % pattern_period(c->res) == 0) &&
 		    now - t0 >= tmax)
 			break;
 	}
@@ -1099,6 +1176,110 @@ static void report_cell(const struct cell *c)
 	printf("\n");
 }
 
+/* --- router_bench.replay: the router's decisions, for spin-replay --- */
+
+static const char *const replay_events[] = {
+	"spin/spin_route", "spin/spin_route_segment", "spin/spin_readahead",
+};
+
+/* Prints the file's residency as runs of pages: c<N> resident, u<N> not. */
+static void print_residency(void)
+{
+	size_t pages = file_len / 4096, run;
+	unsigned char *vec = malloc(pages);
+	void *p = mmap(NULL, file_len, PROT_READ, MAP_SHARED, setup_fd, 0);
+	const char *sep = "";
+
+	if (!vec || p == MAP_FAILED || mincore(p, file_len, vec))
+		die("mincore: %s", strerror(errno));
+	printf(" resident=");
+	for (size_t i = 0; i < pages; i += run) {
+		int in = vec[i] & 1;
+
+		for (run = 1; i + run < pages && (vec[i + run] & 1) == in; run++)
+			;
+		printf("%s%c%zu", sep, in ? 'c' : 'u', run);
+		sep = ",";
+	}
+	printf("\n");
+	munmap(p, file_len);
+	free(vec);
+}
+
+/*
+ * One untimed run of @c in auto mode with the router's tracepoints on: the
+ * residency when it starts, then every event of the router ("rp-ev", the
+ * trace line from the event's name on), then how many reads were made.
+ * Sequential cells read at least one period of the residency pattern and
+ * 16 MiB, random cells at least MIN_CALLS reads and 16 MiB, at most 8192
+ * reads either way.
+ */
+static void replay_cell(const struct cell *c, const char *name)
+{
+	size_t want = (16 * MiB > pattern_period(c->res) ? 16 * MiB : pattern_period(c->res)) /
+		      c->size;
+	size_t n = want < MIN_CALLS ? MIN_CALLS : want > 8192 ? 8192 : want;
+	char line[512], *ev;
+	int fd, ret, lost = 0;
+	size_t events = 0;
+	FILE *f;
+
+	n = n > c->n ? c->n : n;
+	set_residency(c->res, c->lo, c->hi);
+	drain();
+	printf("rp-cell device=%s kind=%s size=%zu res=%d", name, c->rnd ? "rand" : "seq",
+	       c->size, c->res);
+	print_residency();
+	set_mode(M_AUTO);
+	fd = open(PATH, O_RDONLY);
+	if (fd < 0)
+		die("open %s: %s", PATH, strerror(errno));
+	ret = bench_trace_on(replay_events, ARRAY_SIZE(replay_events), 65536);
+	if (ret)
+		die("tracefs: %s", strerror(-ret));
+	for (size_t i = 0; i < n; i++) {
+		off_t off = c->offs[i];
+
+		if (pread(fd, gpu + off % DST_MOD, c->size, off) != (ssize_t)c->size)
+			die("pread %zu B at %lld into GPU memory: %s", c->size, (long long)off,
+			    strerror(errno));
+	}
+	f = bench_trace_off(replay_events, ARRAY_SIZE(replay_events));
+	if (!f)
+		die("tracefs: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		lost |= bench_trace_lost(line);
+		ev = line[0] == '#' ? NULL : strstr(line, " spin_");
+		if (ev) {
+			printf("rp-ev%s", ev);
+			events++;
+		}
+	}
+	fclose(f);
+	check_data(c, M_AUTO, fd);
+	close(fd);
+	if (lost)
+		bench_fail("replay %s %s %zu B res %d%%: the trace buffer lost events", name,
+			   c->rnd ? "random" : "seq", c->size, c->res);
+	printf("rp-end requests=%zu events=%zu\n", n, events);
+}
+
+/* router_bench.replay: every cell once per device model, traced. */
+static void replay(const struct cell *cells, int nc)
+{
+	for (int d = 0; d < nreplay; d++) {
+		write_model_checked(replay_dev[d].knobs);
+		printf("# [%4.0f s] replay: %d cells with the cost model of %s\n", elapsed(), nc,
+		       replay_dev[d].name);
+		for (int i = 0; i < nc; i++)
+			replay_cell(&cells[i], replay_dev[d].name);
+	}
+	set_mode(M_AUTO);
+	if (!bench_failures)
+		printf("ok %d - router_bench: %d cells traced for %d device model(s)\n",
+		       ++bench_tapn, nc, nreplay);
+}
+
 static void human_size(size_t s, char *out, size_t len)
 {
 	if (s >= MiB)
@@ -1114,9 +1295,8 @@ int main(void)
 	static const size_t seq_sizes[] = { 512, 4 * KiB, 16 * KiB, 64 * KiB, 128 * KiB,
 					    512 * KiB, 2 * MiB, 8 * MiB };
 	static const size_t rnd_sizes[] = { 512, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB };
-	static const int residencies[] = { 0, 50, 100 };
 	enum { NSEQ = ARRAY_SIZE(seq_sizes), NRND = ARRAY_SIZE(rnd_sizes),
-	       NCELL = (NSEQ + NRND) * 3 };
+	       NCELL = (NSEQ + NRND) * ARRAY_SIZE(res_list) };
 	static struct cell cells[NCELL];
 	char cmd[512], path[PATH_MAX], ra[32], release[128] = "?";
 	struct gpu_buf gbuf;
@@ -1205,8 +1385,10 @@ int main(void)
 		die("allocating %lu MiB of GPU memory from the DMA-BUF heap of %s: %s",
 		    GPU_LEN / MiB, gpu_dir, strerror(errno));
 	gpu = gbuf.p;
-	calibrate();
-	ref_calibrate();
+	if (!nreplay) {
+		calibrate();
+		ref_calibrate();
+	}
 
 	/* 3. */
 	for (int k = 0; k < NSEQ + NRND; k++) {
@@ -1214,9 +1396,13 @@ int main(void)
 
 		if (opt.max_size && size > (size_t)opt.max_size)
 			continue;
-		for (int r = 0; r < 3; r++)
-			if (opt.only_res < 0 || residencies[r] == opt.only_res)
-				cell_init(&cells[nc++], k >= NSEQ, size, residencies[r]);
+		for (int r = 0; r < nres; r++)
+			if (opt.only_res < 0 || res_list[r] == opt.only_res)
+				cell_init(&cells[nc++], k >= NSEQ, size, res_list[r]);
+	}
+	if (nreplay) {
+		replay(cells, nc);
+		return bench_failures ? 1 : 0;
 	}
 	printf("# [%4.0f s] matrix: %d cells x %d modes x %ld rounds (up to %ld for noisy cells "
 	       "within %ld s), file %ld MiB, 50%% = alternating %zu KiB chunks\n", elapsed(), nc,
