@@ -8,8 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +17,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../kselftest.h"
+#include "../kselftest_harness.h"
 #include "spin_lib.h"
 
 #define MiB (1024UL * 1024)
+#define BUF_LEN (4 * MiB)
+#define PATTERN_FILE "/tmp/dmabuf_heap_test.dat"
+/* The host-side agent answers over a serial port: a lost answer costs 25 s. */
+#define TIMEOUT 120
 
 static char gpu[PATH_MAX];
 
@@ -39,20 +41,26 @@ static void *map(int fd, size_t len, int prot, int flags, off_t off)
 	return mmap(NULL, len, prot, flags, fd, off);
 }
 
-/* A file on tmpfs holding the pattern of seed @seed. */
-static int pattern_file(size_t len, uint64_t seed, int oflags)
+/* A file on tmpfs holding the pattern of seed @seed, open read-only; -1 with errno. */
+static int pattern_file(size_t len, uint64_t seed)
 {
 	char *buf = malloc(len);
-	int fd = open("/tmp/dmabuf_heap_test.dat", O_RDWR | O_CREAT | O_TRUNC, 0600);
+	int fd = open(PATTERN_FILE, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ssize_t n = -1;
 
-	if (fd < 0 || !buf)
-		ksft_exit_fail_msg("pattern file: %s\n", strerror(errno));
-	spin_pattern_fill(buf, 0, len, seed);
-	if (write(fd, buf, len) != (ssize_t)len)
-		ksft_exit_fail_msg("pattern file write: %s\n", strerror(errno));
+	if (fd >= 0 && buf) {
+		spin_pattern_fill(buf, 0, len, seed);
+		n = write(fd, buf, len);
+	}
 	free(buf);
-	close(fd);
-	return open("/tmp/dmabuf_heap_test.dat", O_RDONLY | oflags);
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)len) {
+		if (n >= 0)
+			errno = EIO;
+		return -1;
+	}
+	return open(PATTERN_FILE, O_RDONLY);
 }
 
 /* Resident KiB of the mapping that starts at @addr, from /proc/self/smaps; -1 if none. */
@@ -75,168 +83,299 @@ static long long rss_kib(const void *addr)
 	return kib;
 }
 
-int main(void)
+/* The heap of the stand-in GPU, and the provider's free memory before the test. */
+FIXTURE(heap) {
+	long long avail0;
+	int heap;
+};
+
+FIXTURE_SETUP(heap)
+{
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		SKIP(return, "not on the spin rig: stand-in GPU not found");
+	self->heap = spin_heap_open(gpu);
+	ASSERT_LE(0, self->heap) TH_LOG("no dma-buf heap for %s: %s", gpu, strerror(errno));
+	self->avail0 = p2pmem_available();
+}
+
+FIXTURE_TEARDOWN(heap)
+{
+	close(self->heap);
+}
+
+TEST_F(heap, root_only)
+{
+	char node[PATH_MAX + 32];
+	struct stat st;
+
+	snprintf(node, sizeof(node), "/dev/dma_heap/p2p-%s", strrchr(gpu, '/') + 1);
+	ASSERT_EQ(0, stat(node, &st)) TH_LOG("%s: %s", node, strerror(errno));
+	EXPECT_EQ(0600U, st.st_mode & 0777) TH_LOG("%s has mode %o", node, st.st_mode & 0777);
+	EXPECT_EQ(0U, st.st_uid) TH_LOG("%s belongs to uid %u", node, st.st_uid);
+}
+
+TEST_F(heap, heap_flags_einval)
+{
+	EXPECT_EQ(-EINVAL, spin_heap_alloc(self->heap, MiB, O_RDWR, 1));
+}
+
+TEST_F(heap, zero_length_einval)
+{
+	EXPECT_EQ(-EINVAL, spin_heap_alloc(self->heap, 0, O_RDWR, 0));
+}
+
+/* 4097 bytes round up to two pages. */
+TEST_F(heap, length_rounded_up)
+{
+	int fd = spin_heap_alloc(self->heap, 4097, O_RDWR, 0);
+
+	ASSERT_LE(0, fd) TH_LOG("4097 bytes: %s", strerror(-fd));
+	EXPECT_EQ(8192, lseek(fd, 0, SEEK_END));
+	close(fd);
+}
+
+TEST_F(heap, one_tib_enomem)
+{
+	EXPECT_EQ(-ENOMEM, spin_heap_alloc(self->heap, 1ULL << 40, O_RDWR, 0));
+}
+
+/* Exhausting the BAR 16 MiB at a time gives ENOMEM; freeing it all leaks nothing. */
+TEST_F(heap, exhaustion_enomem_nothing_leaked)
+{
+	int fds[1024], nfds = 0, ret;
+	long long avail;
+
+	for (;;) {
+		ret = spin_heap_alloc(self->heap, 16 * MiB, O_RDWR | O_CLOEXEC, 0);
+		if (ret < 0 || nfds == 1024)
+			break;
+		fds[nfds++] = ret;
+	}
+	avail = p2pmem_available();
+	TH_LOG("%d x 16 MiB allocated, %lld bytes left of %lld", nfds, avail, self->avail0);
+	EXPECT_EQ(-ENOMEM, ret) TH_LOG("after %d x 16 MiB", nfds);
+	EXPECT_GT((long long)(16 * MiB), avail) TH_LOG("%lld bytes left", avail);
+	while (nfds)
+		close(fds[--nfds]);
+	EXPECT_EQ(self->avail0, p2pmem_available()) TH_LOG("leaked after freeing everything");
+}
+
+/* A 4 MiB buffer from the heap, mapped MAP_SHARED and not yet touched. */
+FIXTURE(buffer) {
+	long long avail0;
+	int heap, fd;
+	char *p;
+};
+
+FIXTURE_SETUP(buffer)
+{
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		SKIP(return, "not on the spin rig: stand-in GPU not found");
+	self->heap = spin_heap_open(gpu);
+	ASSERT_LE(0, self->heap) TH_LOG("no dma-buf heap for %s: %s", gpu, strerror(errno));
+	self->avail0 = p2pmem_available();
+	self->fd = spin_heap_alloc(self->heap, BUF_LEN, O_RDWR | O_CLOEXEC, 0);
+	ASSERT_LE(0, self->fd) TH_LOG("allocate 4 MiB: %s", strerror(-self->fd));
+	self->p = map(self->fd, BUF_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+	ASSERT_NE(MAP_FAILED, self->p) TH_LOG("mmap 4 MiB MAP_SHARED: %s", strerror(errno));
+}
+
+FIXTURE_TEARDOWN(buffer)
+{
+	if (self->p != MAP_FAILED)
+		munmap(self->p, BUF_LEN);
+	if (self->fd >= 0)
+		close(self->fd);
+	close(self->heap);
+}
+
+/*
+ * Pages are mapped on first touch, 2 MiB at a time, not in mmap()
+ * (whose population held the mmap lock for the whole buffer).
+ */
+TEST_F(buffer, mapped_on_first_touch)
+{
+	char *byte = self->p + 3 * MiB;
+	long long before = rss_kib(self->p), after;
+
+	*byte = 1;
+	after = rss_kib(self->p);
+	EXPECT_EQ(0, before) TH_LOG("%lld KiB resident after mmap", before);
+	EXPECT_EQ(2048, after) TH_LOG("%lld KiB resident after one store", after);
+}
+
+TEST_F_TIMEOUT(buffer, cpu_stores_reach_gpu, TIMEOUT)
 {
 	char why[256];
-	long long avail0, avail;
-	int heap, fd, fd2, ret, status, file;
-	uint8_t *p, *q, *part;
-	size_t n;
+
+	spin_pattern_fill(self->p, 0, BUF_LEN, 11);
+	EXPECT_EQ(0, spin_gpu_check(gpu, self->p, BUF_LEN, 11, 0, why, sizeof(why)))
+		TH_LOG("CPU stores through the mapping are not in GPU memory: %s", why);
+}
+
+TEST_F_TIMEOUT(buffer, gpu_writes_reach_cpu, TIMEOUT)
+{
+	ASSERT_EQ(0, spin_gpu_fill(gpu, self->p + MiB, MiB, 12, 0))
+		TH_LOG("the host could not write GPU memory");
+	EXPECT_GT(0, spin_pattern_check(self->p + MiB, 0, MiB, 12))
+		TH_LOG("GPU memory written by the host does not read back through the mapping");
+}
+
+TEST_F(buffer, mmap_past_end_einval)
+{
+	void *q = map(self->fd, 8 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+	int e = errno;
+
+	EXPECT_EQ(MAP_FAILED, q);
+	EXPECT_EQ(EINVAL, e) TH_LOG("%s", strerror(e));
+}
+
+TEST_F(buffer, map_private_einval)
+{
+	void *q = map(self->fd, MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE, 0);
+	int e = errno;
+
+	EXPECT_EQ(MAP_FAILED, q);
+	EXPECT_EQ(EINVAL, e) TH_LOG("%s", strerror(e));
+}
+
+/* A mapping at offset 1 MiB maps that part of the buffer: its pages and its bytes. */
+TEST_F_TIMEOUT(buffer, mmap_at_offset, TIMEOUT)
+{
+	char *part;
+
+	ASSERT_EQ(0, spin_gpu_fill(gpu, self->p + MiB, MiB, 12, 0))
+		TH_LOG("the host could not write GPU memory");
+	part = map(self->fd, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, MiB);
+	ASSERT_NE(MAP_FAILED, part) TH_LOG("mmap at offset 1 MiB: %s", strerror(errno));
+	EXPECT_EQ(spin_virt_to_phys(self->p + MiB), spin_virt_to_phys(part))
+		TH_LOG("not the pages at offset 1 MiB of the buffer");
+	EXPECT_GT(0, spin_pattern_check(part, 0, MiB, 12))
+		TH_LOG("not the bytes at offset 1 MiB of the buffer");
+	munmap(part, MiB);
+}
+
+/*
+ * The fd closed while mapped: the mapping stays valid and holds the memory;
+ * the last munmap gives it back to the provider.
+ */
+TEST_F_TIMEOUT(buffer, mapping_outlives_fd, TIMEOUT)
+{
+	char why[256];
+
+	close(self->fd);
+	self->fd = -1;
+	spin_pattern_fill(self->p, 0, BUF_LEN, 13);
+	EXPECT_EQ(0, spin_gpu_check(gpu, self->p, BUF_LEN, 13, 0, why, sizeof(why)))
+		TH_LOG("mapping not valid after close: %s", why);
+	EXPECT_EQ(self->avail0 - (long long)BUF_LEN, p2pmem_available())
+		TH_LOG("the memory is not held by the mapping alone");
+	munmap(self->p, BUF_LEN);
+	self->p = MAP_FAILED;
+	EXPECT_EQ(self->avail0, p2pmem_available())
+		TH_LOG("not all memory back after the last munmap");
+}
+
+/* The child's stores through the inherited mapping reach GPU memory. */
+TEST_F_TIMEOUT(buffer, fork_child_stores, TIMEOUT)
+{
+	char why[256];
+	int status;
 	pid_t pid;
 
-	ksft_print_header();
-	ksft_set_plan(22);
-
-	if (spin_gpu_find(gpu, sizeof(gpu)))
-		SPIN_SKIP_MISSING("stand-in GPU not found");
-	heap = spin_heap_open(gpu);
-	if (heap < 0)
-		ksft_exit_fail_msg("no dma-buf heap for %s: %s\n", gpu, strerror(errno));
-	avail0 = p2pmem_available();
-	ksft_print_msg("GPU %s: %lld bytes of p2pmem available\n", gpu, avail0);
-	{
-		char node[PATH_MAX + 32];
-		struct stat st;
-
-		snprintf(node, sizeof(node), "/dev/dma_heap/p2p-%s", strrchr(gpu, '/') + 1);
-		ksft_test_result(!stat(node, &st) && (st.st_mode & 0777) == 0600 && st.st_uid == 0,
-				 "%s is root-only (mode %o)\n", node, st.st_mode & 0777);
-	}
-
-	/* 1-3: allocate, map, CPU stores reach GPU memory, GPU writes reach the CPU. */
-	fd = spin_heap_alloc(heap, 4 * MiB, O_RDWR | O_CLOEXEC, 0);
-	ksft_test_result(fd >= 0, "allocate 4 MiB (fd %d)\n", fd);
-	if (fd < 0)
-		ksft_exit_fail_msg("cannot allocate: %s\n", strerror(-fd));
-	p = map(fd, 4 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
-	ksft_test_result(p != MAP_FAILED, "mmap 4 MiB MAP_SHARED\n");
-	if (p == MAP_FAILED)
-		ksft_exit_fail_msg("cannot map: %s\n", strerror(errno));
-	/*
-	 * Pages are mapped on first touch, 2 MiB at a time, not in mmap()
-	 * (whose population held the mmap lock for the whole buffer).
-	 */
-	{
-		uint8_t *byte = p + 3 * MiB;
-		long long before = rss_kib(p), after;
-
-		*byte = 1;
-		after = rss_kib(p);
-		ksft_test_result(before == 0 && after == 2048,
-				 "mapped on first touch: %lld KiB resident after mmap, %lld KiB after one store\n",
-				 before, after);
-	}
-	spin_pattern_fill(p, 0, 4 * MiB, 11);
-	ret = spin_gpu_check(gpu, p, 4 * MiB, 11, 0, why, sizeof(why));
-	ksft_test_result(!ret, "CPU stores through the mapping land in GPU memory (%s)\n", why);
-	ret = spin_gpu_fill(gpu, p + MiB, MiB, 12, 0);
-	ksft_test_result(!ret && spin_pattern_check(p + MiB, 0, MiB, 12) < 0,
-			 "GPU memory written by the host reads back through the mapping\n");
-
-	/* 4-7: bad requests to the heap. */
-	ret = spin_heap_alloc(heap, MiB, O_RDWR, 1);
-	ksft_test_result(ret == -EINVAL, "heap_flags != 0: %s\n", strerror(-ret));
-	ret = spin_heap_alloc(heap, 0, O_RDWR, 0);
-	ksft_test_result(ret == -EINVAL, "zero length: %s\n", strerror(ret < 0 ? -ret : 0));
-	fd2 = spin_heap_alloc(heap, 4097, O_RDWR, 0);
-	ksft_test_result(fd2 >= 0 && lseek(fd2, 0, SEEK_END) == 8192,
-			 "4097 bytes round up to 8192 (size %lld)\n",
-			 fd2 >= 0 ? (long long)lseek(fd2, 0, SEEK_END) : -1LL);
-	if (fd2 >= 0)
-		close(fd2);
-	ret = spin_heap_alloc(heap, 1ULL << 40, O_RDWR, 0);
-	ksft_test_result(ret == -ENOMEM, "1 TiB: %s\n", strerror(ret < 0 ? -ret : 0));
-
-	/* 8-10: bad and partial mappings. */
-	q = map(fd, 8 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
-	ksft_test_result(q == MAP_FAILED && errno == EINVAL, "mmap past the end: EINVAL\n");
-	q = map(fd, MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE, 0);
-	ksft_test_result(q == MAP_FAILED && errno == EINVAL, "MAP_PRIVATE: EINVAL\n");
-	part = map(fd, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, MiB);
-	ksft_test_result(part != MAP_FAILED &&
-			 spin_virt_to_phys(part) == spin_virt_to_phys(p + MiB) &&
-			 spin_pattern_check(part, 0, MiB, 12) < 0,
-			 "mmap at offset 1 MiB maps that part of the buffer\n");
-	if (part != MAP_FAILED)
-		munmap(part, MiB);
-
-	/* 11: the fd closed while mapped: the mapping stays valid. */
-	close(fd);
-	spin_pattern_fill(p, 0, 4 * MiB, 13);
-	ret = spin_gpu_check(gpu, p, 4 * MiB, 13, 0, why, sizeof(why));
-	ksft_test_result(!ret && p2pmem_available() == avail0 - 4 * (long long)MiB,
-			 "fd closed while mapped: mapping valid, memory still held (%s)\n", why);
-
-	/* 12: fork: the child writes through the inherited mapping. */
 	pid = fork();
+	ASSERT_LE(0, pid) TH_LOG("fork: %s", strerror(errno));
 	if (pid == 0) {
-		spin_pattern_fill(p, 0, MiB, 14);
+		spin_pattern_fill(self->p, 0, MiB, 14);
 		_exit(0);
 	}
-	waitpid(pid, &status, 0);
-	ret = spin_gpu_check(gpu, p, MiB, 14, 0, why, sizeof(why));
-	ksft_test_result(WIFEXITED(status) && !WEXITSTATUS(status) && !ret,
-			 "fork: child's stores through the mapping reach GPU memory (%s)\n", why);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("child: wait status %#x", status);
+	EXPECT_EQ(0, spin_gpu_check(gpu, self->p, MiB, 14, 0, why, sizeof(why)))
+		TH_LOG("the child's stores are not in GPU memory: %s", why);
+}
 
-	/* 13-14: read targets that are not writable GPU memory. */
-	file = pattern_file(MiB, 15, 0);
-	fd2 = spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
+/* A read into a read-only mapping of GPU memory is refused. */
+TEST_F(buffer, pread_into_readonly_mapping_efault)
+{
+	int file, fd2, e;
+	char *q;
+	ssize_t n;
+
+	file = pattern_file(MiB, 15);
+	ASSERT_LE(0, file) TH_LOG("pattern file: %s", strerror(errno));
+	fd2 = spin_heap_alloc(self->heap, MiB, O_RDWR | O_CLOEXEC, 0);
+	ASSERT_LE(0, fd2) TH_LOG("allocate 1 MiB: %s", strerror(-fd2));
 	q = map(fd2, MiB, PROT_READ, MAP_SHARED, 0);
-	n = q == MAP_FAILED ? 0 : (size_t)pread(file, q, 4096, 0);
-	ksft_test_result(q != MAP_FAILED && n == (size_t)-1 && errno == EFAULT,
-			 "pread into a read-only mapping: EFAULT\n");
-	if (q != MAP_FAILED)
-		munmap(q, MiB);
+	ASSERT_NE(MAP_FAILED, q) TH_LOG("mmap PROT_READ: %s", strerror(errno));
+	n = pread(file, q, 4096, 0);
+	e = errno;
+	EXPECT_EQ(-1, n);
+	EXPECT_EQ(EFAULT, e) TH_LOG("%s", strerror(e));
+	munmap(q, MiB);
+	close(fd2);
+	close(file);
+}
+
+/* A read into the range of a GPU mapping just unmapped is refused. */
+TEST_F(buffer, pread_into_unmapped_range_efault)
+{
+	int file, fd2, e;
+	char *q;
+	ssize_t n;
+
+	file = pattern_file(MiB, 15);
+	ASSERT_LE(0, file) TH_LOG("pattern file: %s", strerror(errno));
+	fd2 = spin_heap_alloc(self->heap, MiB, O_RDWR | O_CLOEXEC, 0);
+	ASSERT_LE(0, fd2) TH_LOG("allocate 1 MiB: %s", strerror(-fd2));
+	q = map(fd2, MiB, PROT_READ, MAP_SHARED, 0);
+	ASSERT_NE(MAP_FAILED, q) TH_LOG("mmap PROT_READ: %s", strerror(errno));
+	munmap(q, MiB);
 	close(fd2);
 	n = pread(file, q, 4096, 0);
-	ksft_test_result(n == (size_t)-1 && errno == EFAULT,
-			 "pread into an unmapped range: EFAULT\n");
-
-	/* 15: buffered pread into GPU memory returns the file's bytes (a CPU copy). */
-	n = pread(file, p, MiB, 0);
-	ret = spin_gpu_check(gpu, p, MiB, 15, 0, why, sizeof(why));
-	ksft_test_result(n == MiB && !ret, "buffered pread into GPU memory: %zd bytes (%s)\n",
-			 n, why);
-
-	/* 16: one iovec in host memory, one in GPU memory. */
-	{
-		char *host = malloc(MiB);
-		struct iovec iov[2] = { { host, MiB / 2 }, { p + 2 * MiB, MiB / 2 } };
-
-		n = preadv(file, iov, 2, 0);
-		ret = spin_gpu_check(gpu, p + 2 * MiB, MiB / 2, 15, MiB / 2, why, sizeof(why));
-		ksft_test_result(n == MiB && spin_pattern_check(host, 0, MiB / 2, 15) < 0 && !ret,
-				 "preadv mixing host and GPU memory (%s)\n", why);
-		free(host);
-	}
+	e = errno;
+	EXPECT_EQ(-1, n);
+	EXPECT_EQ(EFAULT, e) TH_LOG("%s", strerror(e));
 	close(file);
-
-	/* 17: the last mapping gone: the memory returns to the provider. */
-	munmap(p, 4 * MiB);
-	ksft_test_result(p2pmem_available() == avail0,
-			 "all memory back after the last munmap (%lld)\n",
-			 p2pmem_available());
-
-	/* 18-19: exhausting the BAR, then freeing everything. */
-	{
-		int fds[1024], nfds = 0;
-
-		for (;;) {
-			ret = spin_heap_alloc(heap, 16 * MiB, O_RDWR | O_CLOEXEC, 0);
-			if (ret < 0 || nfds == 1024)
-				break;
-			fds[nfds++] = ret;
-		}
-		avail = p2pmem_available();
-		ksft_test_result(ret == -ENOMEM && avail < (long long)(16 * MiB),
-				 "exhaustion: ENOMEM after %d x 16 MiB (%lld bytes left)\n",
-				 nfds, avail);
-		while (nfds)
-			close(fds[--nfds]);
-	}
-	ksft_test_result(p2pmem_available() == avail0,
-			 "nothing leaked: %lld available, %lld at start\n",
-			 p2pmem_available(), avail0);
-	close(heap);
-	ksft_finished();
 }
+
+/* A buffered pread into GPU memory returns the file's bytes (a CPU copy). */
+TEST_F_TIMEOUT(buffer, buffered_pread_into_gpu, TIMEOUT)
+{
+	char why[256];
+	int file;
+	ssize_t n;
+
+	file = pattern_file(MiB, 15);
+	ASSERT_LE(0, file) TH_LOG("pattern file: %s", strerror(errno));
+	n = pread(file, self->p, MiB, 0);
+	EXPECT_EQ((ssize_t)MiB, n) TH_LOG("pread: %s", strerror(errno));
+	EXPECT_EQ(0, spin_gpu_check(gpu, self->p, MiB, 15, 0, why, sizeof(why)))
+		TH_LOG("GPU memory does not hold the file's bytes: %s", why);
+	close(file);
+}
+
+/* One iovec in host memory, one in GPU memory. */
+TEST_F_TIMEOUT(buffer, preadv_host_and_gpu, TIMEOUT)
+{
+	char *host = malloc(MiB), why[256];
+	struct iovec iov[2] = { { host, MiB / 2 }, { self->p + 2 * MiB, MiB / 2 } };
+	int file;
+	ssize_t n;
+
+	ASSERT_NE(NULL, host);
+	file = pattern_file(MiB, 15);
+	ASSERT_LE(0, file) TH_LOG("pattern file: %s", strerror(errno));
+	n = preadv(file, iov, 2, 0);
+	EXPECT_EQ((ssize_t)MiB, n) TH_LOG("preadv: %s", strerror(errno));
+	EXPECT_GT(0, spin_pattern_check(host, 0, MiB / 2, 15))
+		TH_LOG("host memory does not hold the file's bytes");
+	EXPECT_EQ(0, spin_gpu_check(gpu, self->p + 2 * MiB, MiB / 2, 15, MiB / 2, why,
+				    sizeof(why)))
+		TH_LOG("GPU memory does not hold the file's bytes: %s", why);
+	free(host);
+	close(file);
+}
+
+TEST_HARNESS_MAIN

@@ -2,9 +2,10 @@
 /*
  * Plain O_DIRECT pread()/pwrite() between NVMe and GPU memory mapped from the
  * stand-in GPU's dma-buf heap: from the raw namespace, a file on ext4 and a
- * file on xfs, 4 KiB to 64 MiB at offsets across the buffer, every byte
- * checked from the host side of the GPU memory. Also the same provider through
- * upstream's p2pmem/allocate, and fio with --iomem=mmapshared and crc32c verify.
+ * file on xfs (a variant each), 4 KiB to 64 MiB at offsets across the buffer,
+ * every byte checked from the host side of the GPU memory. Also the same
+ * provider through upstream's p2pmem/allocate, and fio with
+ * --iomem=mmapshared and crc32c verify.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,18 +15,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../kselftest.h"
+#include "../kselftest_harness.h"
 #include "spin_lib.h"
 
 #define MiB (1024UL * 1024)
 #define BUF_LEN (80 * MiB)
 #define DATA_LEN (80 * MiB)
+/* The harness's default of 30 s is too short for the rig's throttled disks under TCG. */
+#define TIMEOUT 600
 
 static char gpu[PATH_MAX];
 
@@ -36,72 +37,26 @@ static const size_t sizes[] = { 4096, 65536, MiB, 8 * MiB, 64 * MiB };
 static const size_t buf_offs[] = { 0, 3 * 4096, MiB + 4096 };
 static const off_t file_offs[] = { 0, 5 * 4096, 7 * MiB };
 
-static void write_pattern(int fd, uint64_t seed)
-{
-	uint8_t *buf = spin_alloc_aligned(8 * MiB);
+/*
+ * Where the data is: the raw namespace (no type), or the file "data" of a
+ * filesystem made and mounted for the test. All hold the pattern of their
+ * seed.
+ */
+static struct spin_fs disks[] = {
+	{ .name = "raw nvme", .serial = SPIN_NVME0_SERIAL, .seed = 31 },
+	SPIN_FS_EXT4("/mnt/ext4", 32),
+	SPIN_FS_XFS("/mnt/xfs", 32),
+};
 
-	for (off_t off = 0; off < (off_t)DATA_LEN; off += 8 * MiB) {
-		spin_pattern_fill(buf, off, 8 * MiB, seed);
-		if (spin_write_uncached(fd, buf, 8 * MiB, off))
-			ksft_exit_fail_msg("writing test data: %s\n", strerror(errno));
-	}
-	free(buf);
-}
+enum { RAW, EXT4, XFS };
 
-/* The read matrix: every size at every buffer and file offset that fits. */
-static void read_matrix(const char *what, int fd, uint8_t *gpu_buf, uint64_t seed)
-{
-	int bad = 0, runs = 0;
-	char why[256] = "ok";
-	double t_read = 0, t_check = 0, t;
-
-	for (size_t s = 0; s < ARRAY_SIZE(sizes); s++)
-		for (size_t b = 0; b < ARRAY_SIZE(buf_offs); b++)
-			for (size_t f = 0; f < ARRAY_SIZE(file_offs); f++) {
-				size_t len = sizes[s];
-				ssize_t got;
-
-				if (buf_offs[b] + len > BUF_LEN || file_offs[f] + len > DATA_LEN)
-					continue;
-				runs++;
-				t = spin_now();
-				got = pread(fd, gpu_buf + buf_offs[b], len, file_offs[f]);
-				t_read += spin_now() - t;
-				if (got != (ssize_t)len) {
-					snprintf(why, sizeof(why), "%zu B @%lld: pread %zd (%s)",
-						 len, (long long)file_offs[f], got,
-						 strerror(errno));
-					bad++;
-					continue;
-				}
-				t = spin_now();
-				if (spin_gpu_check(gpu, gpu_buf + buf_offs[b], len, seed,
-						   file_offs[f], why, sizeof(why)))
-					bad++;
-				t_check += spin_now() - t;
-			}
-	ksft_print_msg("%s: %.1f s in pread, %.1f s checking\n", what, t_read, t_check);
-	ksft_test_result(!bad,
-			 "%s: O_DIRECT pread into GPU memory, %d reads 4 KiB..64 MiB, %d bad (%s)\n",
-			 what, runs, bad, why);
-}
-
-static void write_back(const char *what, int fd, uint8_t *gpu_buf)
-{
-	uint8_t *host = spin_alloc_aligned(8 * MiB);
-	off_t off = DATA_LEN;	/* past the pattern the read matrices check */
-	ssize_t put = -1, got = -1, bad = -2;
-
-	if (!spin_gpu_fill(gpu, gpu_buf, 8 * MiB, 41, off)) {
-		put = pwrite(fd, gpu_buf, 8 * MiB, off);
-		got = pread(fd, host, 8 * MiB, off);
-		bad = spin_pattern_check(host, off, 8 * MiB, 41);
-	}
-	ksft_test_result(put == (ssize_t)(8 * MiB) && got == put && bad == -1,
-			 "%s: O_DIRECT pwrite of 8 MiB from GPU memory reads back (%zd, %zd, %zd)\n",
-			 what, put, got, bad);
-	free(host);
-}
+/* One of @disks set up for a test, and GPU memory from the heap if it has any. */
+struct target {
+	struct spin_fs *fs;
+	int fd;		/* the namespace or the file, open O_DIRECT */
+	int heap, buf;
+	char *gmem;	/* BUF_LEN bytes of GPU memory, or MAP_FAILED */
+};
 
 static int run(const char *cmd)
 {
@@ -110,111 +65,278 @@ static int run(const char *cmd)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* mkfs + mount @dev at @dir, then an uncached pattern file "data". */
-static int fs_file(const char *mkfs, const char *type, const char *dev, const char *dir)
+static int write_pattern(int fd, unsigned long long seed)
 {
-	char cmd[256], path[PATH_MAX];
+	char *buf = spin_alloc_aligned(8 * MiB);
+	int ret = buf ? 0 : -1;
+
+	for (off_t off = 0; !ret && off < (off_t)DATA_LEN; off += 8 * MiB) {
+		spin_pattern_fill(buf, off, 8 * MiB, seed);
+		ret = spin_write_uncached(fd, buf, 8 * MiB, off);
+	}
+	free(buf);
+	return ret;
+}
+
+/* What the rig lacks for disks[@i], or NULL. */
+static const char *missing(int i)
+{
+	char dev[64];
+
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		return "stand-in GPU not found";
+	if (spin_nvme_blockdev(disks[i].serial, dev, sizeof(dev)))
+		return disks[i].serial;
+	return NULL;
+}
+
+/*
+ * The raw namespace, or a new filesystem and its file "data", holding the
+ * pattern and open O_DIRECT in @t->fd. With @heap, @t->gmem gets BUF_LEN
+ * bytes of GPU memory from the heap.
+ */
+static void target_setup(struct __test_metadata *_metadata, struct target *t, int i, bool heap)
+{
+	struct spin_fs *fs = &disks[i];
 	int fd;
 
-	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", mkfs, dev);
-	mkdir(dir, 0755);
-	if (run(cmd) || mount(dev, dir, type, 0, NULL))
-		ksft_exit_fail_msg("%s on %s: %s\n", type, dev, strerror(errno));
-	snprintf(path, sizeof(path), "%s/data", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0)
-		ksft_exit_fail_msg("%s: %s\n", path, strerror(errno));
-	write_pattern(fd, 32);
-	close(fd);
-	return open(path, O_RDWR | O_DIRECT);
+	t->fs = fs;
+	t->fd = -1;
+	t->heap = -1;
+	t->buf = -1;
+	t->gmem = MAP_FAILED;
+	if (!fs->type) {
+		ASSERT_EQ(0, spin_nvme_blockdev(fs->serial, fs->dev, sizeof(fs->dev)));
+		t->fd = open(fs->dev, O_RDWR | O_DIRECT);
+		ASSERT_LE(0, t->fd) TH_LOG("%s: %s", fs->dev, strerror(errno));
+		ASSERT_EQ(0, write_pattern(t->fd, fs->seed))
+			TH_LOG("writing test data: %s", strerror(errno));
+	} else {
+		ASSERT_EQ(0, spin_fs_setup(fs, 0))
+			TH_LOG("%s on %s (%s): %s", fs->type, fs->dev, fs->serial, strerror(errno));
+		fd = open(fs->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		ASSERT_LE(0, fd) TH_LOG("%s: %s", fs->path, strerror(errno));
+		ASSERT_EQ(0, write_pattern(fd, fs->seed))
+			TH_LOG("writing test data: %s", strerror(errno));
+		close(fd);
+		t->fd = open(fs->path, O_RDWR | O_DIRECT);
+		ASSERT_LE(0, t->fd) TH_LOG("%s: %s", fs->path, strerror(errno));
+	}
+	if (!heap)
+		return;
+	t->heap = spin_heap_open(gpu);
+	t->buf = t->heap < 0 ? -1 : spin_heap_alloc(t->heap, BUF_LEN, O_RDWR | O_CLOEXEC, 0);
+	t->gmem = t->buf < 0 ? MAP_FAILED :
+		  mmap(NULL, BUF_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, t->buf, 0);
+	ASSERT_NE(MAP_FAILED, t->gmem) TH_LOG("no GPU memory from the heap: %s", strerror(errno));
 }
 
-int main(void)
+static void target_teardown(struct target *t)
 {
-	char dev0[64], dev1[64], path[PATH_MAX + 64], cmd[PATH_MAX + 512], why[256];
-	uint8_t *p, *q;
-	int heap, buf, fd;
+	if (t->gmem != MAP_FAILED)
+		munmap(t->gmem, BUF_LEN);
+	if (t->buf >= 0)
+		close(t->buf);
+	if (t->heap >= 0)
+		close(t->heap);
+	close(t->fd);
+	if (t->fs->type)
+		spin_fs_unmount(t->fs);
+}
+
+/* The read matrix: every size at every buffer and file offset that fits. */
+static void read_matrix(struct __test_metadata *_metadata, const char *what, int fd,
+			char *gmem, unsigned long long seed)
+{
+	double t_read = 0, t_check = 0, t;
+	char why[256];
+	int runs = 0;
+
+	for (size_t s = 0; s < ARRAY_SIZE(sizes); s++)
+		for (size_t b = 0; b < ARRAY_SIZE(buf_offs); b++)
+			for (size_t f = 0; f < ARRAY_SIZE(file_offs); f++) {
+				size_t len = sizes[s], boff = buf_offs[b];
+				off_t pos = file_offs[f];
+				ssize_t got;
+
+				if (boff + len > BUF_LEN || pos + len > DATA_LEN)
+					continue;
+				runs++;
+				t = spin_now();
+				got = pread(fd, gmem + boff, len, pos);
+				t_read += spin_now() - t;
+				EXPECT_EQ((ssize_t)len, got)
+					TH_LOG("%s: %zu B @%lld into GPU memory+%zu: %s", what,
+					       len, (long long)pos, boff,
+					       got < 0 ? strerror(errno) : "short");
+				if (got != (ssize_t)len)
+					continue;
+				t = spin_now();
+				EXPECT_EQ(0, spin_gpu_check(gpu, gmem + boff, len, seed, pos, why,
+							    sizeof(why)))
+					TH_LOG("%s: %zu B @%lld into GPU memory+%zu: %s", what,
+					       len, (long long)pos, boff, why);
+				t_check += spin_now() - t;
+			}
+	ksft_print_msg("%s: %d reads, %.1f s in pread, %.1f s checking\n", what, runs, t_read,
+		       t_check);
+}
+
+/* The GPU buffer of the heap, over the raw namespace, a file on ext4, a file on xfs. */
+FIXTURE(heap_buffer) {
+	struct target t;
+};
+
+FIXTURE_VARIANT(heap_buffer) {
+	int disk;
+};
+
+FIXTURE_VARIANT_ADD(heap_buffer, raw) { .disk = RAW };
+FIXTURE_VARIANT_ADD(heap_buffer, ext4) { .disk = EXT4 };
+FIXTURE_VARIANT_ADD(heap_buffer, xfs) { .disk = XFS };
+
+FIXTURE_SETUP(heap_buffer)
+{
+	const char *why = missing(variant->disk);
+
+	if (why)
+		SKIP(return, "not on the spin rig: %s", why);
+	target_setup(_metadata, &self->t, variant->disk, true);
+}
+
+FIXTURE_TEARDOWN(heap_buffer)
+{
+	target_teardown(&self->t);
+}
+
+TEST_F_TIMEOUT(heap_buffer, direct_pread_matrix, TIMEOUT)
+{
+	read_matrix(_metadata, self->t.fs->name, self->t.fd, self->t.gmem, self->t.fs->seed);
+}
+
+/* O_DIRECT pwrite of 8 MiB from GPU memory, past the pattern, reads back. */
+TEST_F_TIMEOUT(heap_buffer, direct_pwrite_reads_back, TIMEOUT)
+{
+	char *host = spin_alloc_aligned(8 * MiB);
+	off_t off = DATA_LEN;
+	ssize_t put, got;
+
+	ASSERT_NE(NULL, host);
+	ASSERT_EQ(0, spin_gpu_fill(gpu, self->t.gmem, 8 * MiB, 41, off))
+		TH_LOG("the host could not write GPU memory");
+	put = pwrite(self->t.fd, self->t.gmem, 8 * MiB, off);
+	EXPECT_EQ((ssize_t)(8 * MiB), put) TH_LOG("pwrite: %s", strerror(errno));
+	got = pread(self->t.fd, host, 8 * MiB, off);
+	EXPECT_EQ(put, got) TH_LOG("pread: %s", strerror(errno));
+	EXPECT_EQ(-1, spin_pattern_check(host, off, 8 * MiB, 41))
+		TH_LOG("the disk does not hold the bytes written from GPU memory");
+	free(host);
+}
+
+/* The GPU buffer of the heap and the file on xfs. */
+FIXTURE(xfs_file) {
+	struct target t;
+};
+
+FIXTURE_SETUP(xfs_file)
+{
+	const char *why = missing(XFS);
+
+	if (why)
+		SKIP(return, "not on the spin rig: %s", why);
+	target_setup(_metadata, &self->t, XFS, true);
+}
+
+FIXTURE_TEARDOWN(xfs_file)
+{
+	target_teardown(&self->t);
+}
+
+/* A buffered pread into GPU memory: a CPU copy, correct bytes. */
+TEST_F_TIMEOUT(xfs_file, buffered_pread_odd_offset, TIMEOUT)
+{
+	const size_t len = 3 * MiB + 5;
+	char *at = self->t.gmem + 4096, why[256];
+	int fd = open(self->t.fs->path, O_RDONLY);
 	ssize_t n;
 
-	ksft_print_header();
-	ksft_set_plan(10);
-
-	if (spin_gpu_find(gpu, sizeof(gpu)) ||
-	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
-	    spin_nvme_blockdev(SPIN_NVME1_SERIAL, dev1, sizeof(dev1)))
-		SPIN_SKIP_MISSING("rig devices not found");
-	heap = spin_heap_open(gpu);
-	buf = heap < 0 ? -1 : spin_heap_alloc(heap, BUF_LEN, O_RDWR | O_CLOEXEC, 0);
-	p = buf < 0 ? MAP_FAILED : mmap(NULL, BUF_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
-	if (p == MAP_FAILED)
-		ksft_exit_fail_msg("no GPU memory from the heap: %s\n", strerror(errno));
-
-	/* Raw namespace. */
-	fd = open(dev0, O_RDWR | O_DIRECT);
-	if (fd < 0)
-		ksft_exit_fail_msg("%s: %s\n", dev0, strerror(errno));
-	write_pattern(fd, 31);
-	read_matrix("raw nvme", fd, p, 31);
-	write_back("raw nvme", fd, p);
-	close(fd);
-
-	/* ext4 and xfs files. */
-	fd = fs_file(SPIN_MKFS_EXT4, "ext4", dev0, "/mnt/ext4");
-	read_matrix("ext4", fd, p, 32);
-	write_back("ext4", fd, p);
-	close(fd);
-	fd = fs_file(SPIN_MKFS_XFS, "xfs", dev1, "/mnt/xfs");
-	read_matrix("xfs", fd, p, 32);
-	write_back("xfs", fd, p);
-	close(fd);
-
-	/* Buffered pread into GPU memory from xfs: a CPU copy, correct bytes. */
-	fd = open("/mnt/xfs/data", O_RDONLY);
-	n = pread(fd, p + 4096, 3 * MiB + 5, 12345);
-	ksft_test_result(n == (ssize_t)(3 * MiB + 5) &&
-			 !spin_gpu_check(gpu, p + 4096, n, 32, 12345, why, sizeof(why)),
-			 "xfs: buffered pread of 3 MiB + 5 B at an odd offset into GPU memory (%s)\n",
-			 why);
-	close(fd);
-	/* O_DIRECT preadv: one iovec in host memory, one in GPU memory. */
-	fd = open("/mnt/xfs/data", O_RDONLY | O_DIRECT);
-	{
-		uint8_t *host = spin_alloc_aligned(MiB);
-		struct iovec iov[2] = { { host, MiB }, { p + 2 * MiB, 2 * MiB } };
-
-		n = preadv(fd, iov, 2, 4 * MiB);
-		ksft_test_result(n == (ssize_t)(3 * MiB) &&
-				 spin_pattern_check(host, 4 * MiB, MiB, 32) < 0 &&
-				 !spin_gpu_check(gpu, p + 2 * MiB, 2 * MiB, 32, 5 * MiB, why,
-						 sizeof(why)),
-				 "O_DIRECT preadv mixing host and GPU memory: %zd (%s)\n", n, why);
-		free(host);
+	ASSERT_LE(0, fd) TH_LOG("%s: %s", self->t.fs->path, strerror(errno));
+	n = pread(fd, at, len, 12345);
+	EXPECT_EQ((ssize_t)len, n) TH_LOG("pread: %s", strerror(errno));
+	if (n == (ssize_t)len) {
+		EXPECT_EQ(0, spin_gpu_check(gpu, at, n, 32, 12345, why, sizeof(why)))
+			TH_LOG("3 MiB + 5 B at offset 12345: %s", why);
 	}
 	close(fd);
-	munmap(p, BUF_LEN);
-	close(buf);
+}
 
-	/* The same provider through upstream's p2pmem/allocate: the whole matrix. */
-	snprintf(path, sizeof(path), "%s/p2pmem/allocate", gpu);
-	buf = open(path, O_RDWR);
-	q = buf < 0 ? MAP_FAILED : mmap(NULL, BUF_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
-	if (q == MAP_FAILED)
-		ksft_exit_fail_msg("mmap p2pmem/allocate: %s\n", strerror(errno));
-	fd = open("/mnt/ext4/data", O_RDONLY | O_DIRECT);
-	read_matrix("ext4 into p2pmem/allocate", fd, q, 32);
+/* O_DIRECT preadv: one iovec in host memory, one in GPU memory. */
+TEST_F_TIMEOUT(xfs_file, direct_preadv_host_and_gpu, TIMEOUT)
+{
+	char *host = spin_alloc_aligned(MiB), why[256];
+	struct iovec iov[2] = { { host, MiB }, { self->t.gmem + 2 * MiB, 2 * MiB } };
+	int fd = open(self->t.fs->path, O_RDONLY | O_DIRECT);
+	ssize_t n;
+
+	ASSERT_NE(NULL, host);
+	ASSERT_LE(0, fd) TH_LOG("%s: %s", self->t.fs->path, strerror(errno));
+	n = preadv(fd, iov, 2, 4 * MiB);
+	EXPECT_EQ((ssize_t)(3 * MiB), n) TH_LOG("preadv: %s", strerror(errno));
+	if (n == (ssize_t)(3 * MiB)) {
+		EXPECT_GT(0, spin_pattern_check(host, 4 * MiB, MiB, 32))
+			TH_LOG("host memory does not hold the file's bytes");
+		EXPECT_EQ(0, spin_gpu_check(gpu, self->t.gmem + 2 * MiB, 2 * MiB, 32, 5 * MiB,
+					    why, sizeof(why)))
+			TH_LOG("GPU memory: %s", why);
+	}
 	close(fd);
+	free(host);
+}
+
+/* The file on ext4, and the provider's memory through upstream's p2pmem/allocate. */
+FIXTURE(p2pmem_allocate) {
+	struct target t;
+	char path[PATH_MAX + 32];	/* p2pmem/allocate */
+};
+
+FIXTURE_SETUP(p2pmem_allocate)
+{
+	const char *why = missing(EXT4);
+
+	if (why)
+		SKIP(return, "not on the spin rig: %s", why);
+	target_setup(_metadata, &self->t, EXT4, false);
+	snprintf(self->path, sizeof(self->path), "%s/p2pmem/allocate", gpu);
+}
+
+FIXTURE_TEARDOWN(p2pmem_allocate)
+{
+	target_teardown(&self->t);
+}
+
+TEST_F_TIMEOUT(p2pmem_allocate, direct_pread_matrix, TIMEOUT)
+{
+	int buf = open(self->path, O_RDWR);
+	char *q;
+
+	ASSERT_LE(0, buf) TH_LOG("%s: %s", self->path, strerror(errno));
+	q = mmap(NULL, BUF_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	ASSERT_NE(MAP_FAILED, q) TH_LOG("mmap p2pmem/allocate: %s", strerror(errno));
+	read_matrix(_metadata, "ext4 into p2pmem/allocate", self->t.fd, q, self->t.fs->seed);
 	munmap(q, BUF_LEN);
 	close(buf);
+}
 
-	/* fio writes and verifies (crc32c) with its buffers in GPU memory. */
-	snprintf(cmd, sizeof(cmd), "fio %s --iomem=mmapshared:%s %s >/tmp/fio.log 2>&1", fio_job,
-		 path, fio_verify);
-	ksft_test_result(run(cmd) == 0, "fio --iomem=mmapshared:p2pmem/allocate, verify=crc32c\n");
+/* fio writes and verifies (crc32c) with its buffers in GPU memory. */
+TEST_F_TIMEOUT(p2pmem_allocate, fio_verify_crc32c, TIMEOUT)
+{
+	char cmd[PATH_MAX + 512];
+
+	snprintf(cmd, sizeof(cmd), "fio %s --iomem=mmapshared:%s %s >/tmp/fio.log 2>&1",
+		 fio_job, self->path, fio_verify);
+	EXPECT_EQ(0, run(cmd)) TH_LOG("fio --iomem=mmapshared:p2pmem/allocate, verify=crc32c");
 	if (run("grep -q 'err= 0' /tmp/fio.log") != 0)
 		run("cat /tmp/fio.log >&2");
-
-	umount("/mnt/ext4");
-	umount("/mnt/xfs");
-	close(heap);
-	ksft_finished();
 }
+
+TEST_HARNESS_MAIN

@@ -11,7 +11,11 @@
  * without a usable BAR and takes any device with a 64-bit prefetchable
  * memory BAR (an NVMe CMB).
  *
- * Runs last: it unbinds and re-binds devices the other tests use.
+ * Runs last: it unbinds and re-binds devices the other tests use. The tests
+ * run in this order, and each fixture's teardown gives back what a failed
+ * test left behind (the GPU bound to p2pdma_bar and its memory published as
+ * before, the NVMe drives on nvme, the late provider's memory unpublished),
+ * so that one failure does not fail the tests after it.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -24,17 +28,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/klog.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "../kselftest.h"
+#include "../kselftest_harness.h"
 #include "spin_lib.h"
 
 #define MiB (1024UL * 1024)
 #define DRV "/sys/bus/pci/drivers/p2pdma_bar"
+/* The harness's default of 30 s is too short for the rig's throttled disks under TCG. */
+#define TIMEOUT 600
+
+/*
+ * The sysfs directories of the stand-in GPU, spin-nvme0 and spin-nvme1 ("" if
+ * the rig has none), found once before the tests: spin_nvme_pcidir() finds a
+ * drive only while it is bound to nvme, and the tests move the drives off it.
+ */
+static char gpu[PATH_MAX], nvme0[PATH_MAX], nvme1[PATH_MAX];
+/*
+ * The stand-in GPU's heap, opened once before the tests: the heap outlives the
+ * driver's unbind, and the tests after the re-bind allocate from the same file.
+ */
+static int gpu_heap = -1;
 
 static sigjmp_buf fault_jmp;
 
@@ -165,54 +182,198 @@ static pid_t direct_reader(const char *dev, uint8_t *p, int bufs, int efaults)
 	return pid;
 }
 
+/* The debugfs switch of p2pdma_bar's device @pcidir: write 1 to publish, 0 to withdraw. */
+static void switch_path(char *sw, size_t len, const char *pcidir)
+{
+	snprintf(sw, len, "/sys/kernel/debug/p2pdma_bar-%s/published", bdf_of(pcidir));
+}
+
+/* Sets the switch @sw to @state unless it is there: 0 or -errno. "" leaves it. */
+static int switch_set_back(const char *sw, const char *state)
+{
+	char now[8] = "";
+
+	if (!state[0] || (!spin_read_file(sw, now, sizeof(now)) && !strcmp(now, state)))
+		return 0;
+	return sysfs_write(sw, state);
+}
+
+/*
+ * The stand-in GPU bound to p2pdma_bar, with the switch of its memory, and
+ * spin-nvme0's namespace to read from.
+ */
+FIXTURE(gpu) {
+	char dev0[64];
+	char sw[128];
+	char published[8];	/* the switch before the test ("" unread), to set back */
+};
+
+FIXTURE_SETUP(gpu)
+{
+	if (!gpu[0])
+		SKIP(return, "not on the spin rig: no stand-in GPU");
+	if (!nvme0[0])
+		SKIP(return, "not on the spin rig: no NVMe drive %s", SPIN_NVME0_SERIAL);
+	ASSERT_EQ(0, spin_nvme_blockdev(SPIN_NVME0_SERIAL, self->dev0, sizeof(self->dev0)))
+		TH_LOG("%s has no namespace", SPIN_NVME0_SERIAL);
+	ASSERT_TRUE(bound_to(gpu, "p2pdma_bar"))
+		TH_LOG("the stand-in GPU is not bound to p2pdma_bar");
+	switch_path(self->sw, sizeof(self->sw), gpu);
+	spin_read_file(self->sw, self->published, sizeof(self->published));
+}
+
+/*
+ * Runs in the harness's process for the test, after the test's own process
+ * ended in any way: binds the GPU to p2pdma_bar again and sets the switch
+ * back as it was.
+ */
+FIXTURE_TEARDOWN_PARENT(gpu)
+{
+	int ret = 0;
+
+	if (!bound_to(gpu, "p2pdma_bar"))
+		ret = sysfs_write(DRV "/bind", bdf_of(gpu));
+	EXPECT_EQ(0, ret) TH_LOG("teardown: bind %s to p2pdma_bar: %s", bdf_of(gpu),
+				 strerror(-ret));
+	ret = switch_set_back(self->sw, self->published);
+	EXPECT_EQ(0, ret) TH_LOG("teardown: set %s back to %s: %s", self->sw, self->published,
+				 strerror(-ret));
+}
+
+/*
+ * p2pdma_bar unbinds from the stand-in GPU under a 16 MiB mapping and
+ * O_DIRECT reads into it; the buffer is revoked; a re-bind gives a fresh pool
+ * behind the same heap, and nothing leaked.
+ */
+TEST_F_TIMEOUT(gpu, unbind_under_io_and_rebind, TIMEOUT)
+{
+	char line[256];
+	long long avail0, full, avail;
+	int buf, fd2, io, status = 1, ret, err;
+	uint8_t *p, *q;
+	pid_t pid;
+	struct timespec t0, t1;
+	ssize_t n;
+
+	avail0 = p2pmem_available(gpu);
+	buf = spin_heap_alloc(gpu_heap, 16 * MiB, O_RDWR | O_CLOEXEC, 0);
+	p = buf < 0 ? MAP_FAILED : mmap(NULL, 16 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("no 16 MiB of GPU memory mapped: %s", strerror(errno));
+	memset(p, 0x5a, 16 * MiB);
+
+	/* O_DIRECT reads into the buffer, in a child, while the provider goes away. */
+	pid = direct_reader(self->dev0, p, 4, 4);
+	usleep(300000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = sysfs_write(DRV "/unbind", bdf_of(gpu));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	EXPECT_EQ(0, ret) TH_LOG("unbind p2pdma_bar under a mapping and O_DIRECT I/O: %s",
+				 strerror(-ret));
+	EXPECT_TRUE(bound_to(gpu, NULL)) TH_LOG("the stand-in GPU is still bound to a driver");
+	TH_LOG("unbind under a mapping and O_DIRECT I/O: %.0f ms",
+	       (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+	waitpid(pid, &status, 0);
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("the reader: reads in flight failed, or later ones got other than EFAULT");
+	/*
+	 * The DMA in flight was over before the driver's unbind callback, where
+	 * a GPU driver would reset its device: p2pdma_bar reports what is still
+	 * in use there.
+	 */
+	snprintf(line, sizeof(line), "%s: unbind: ", bdf_of(gpu));
+	EXPECT_TRUE(spin_log_last_is(line, "no p2pdma memory in use"))
+		TH_LOG("GPU memory in use when the driver's unbind ran (last \"%s\" in the log)",
+		       line);
+	snprintf(line, sizeof(line), "p2p-%s: the DMA into 1 revoked buffer(s) is over",
+		 bdf_of(gpu));
+	EXPECT_TRUE(log_has(line)) TH_LOG("spin did not wait for the DMA first: no \"%s\"", line);
+
+	EXPECT_TRUE(faults(p)) TH_LOG("the revoked mapping's first byte raises no SIGBUS");
+	EXPECT_TRUE(faults(p + 16 * MiB - 1))
+		TH_LOG("the revoked mapping's last byte raises no SIGBUS");
+	io = open(self->dev0, O_RDONLY);
+	n = pread(io, p, 4096, 0);
+	err = n < 0 ? errno : 0;
+	EXPECT_EQ(EFAULT, err) TH_LOG("buffered pread into the revoked mapping: %zd (%s)",
+				      n, strerror(err));
+	close(io);
+	ret = spin_heap_alloc(gpu_heap, MiB, O_RDWR, 0);
+	EXPECT_EQ(-ENODEV, ret) TH_LOG("allocation from the heap: %s, want ENODEV",
+				       strerror(ret < 0 ? -ret : 0));
+	q = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	err = q == MAP_FAILED ? errno : 0;
+	EXPECT_EQ(ENODEV, err) TH_LOG("mmap of the revoked buffer: %s, want ENODEV",
+				      q == MAP_FAILED ? strerror(err) : "mapped");
+
+	/* Bind again: a fresh pool, the same heap. */
+	ret = sysfs_write(DRV "/bind", bdf_of(gpu));
+	full = p2pmem_available(gpu);
+	fd2 = spin_heap_alloc(gpu_heap, 8 * MiB, O_RDWR, 0);
+	avail = p2pmem_available(gpu);
+	EXPECT_EQ(0, ret) TH_LOG("re-bind: %s", strerror(-ret));
+	EXPECT_LE(0, fd2) TH_LOG("re-bind: the heap does not allocate: %s", strerror(-fd2));
+	EXPECT_EQ(full - 8 * (long long)MiB, avail)
+		TH_LOG("re-bind: %lld bytes in the pool, %lld available after 8 MiB allocated",
+		       full, avail);
+	if (fd2 >= 0)
+		close(fd2);
+	munmap(p, 16 * MiB);
+	close(buf);
+	avail = p2pmem_available(gpu);
+	EXPECT_EQ(full, avail) TH_LOG("leaked: %lld available, %lld in the pool", avail, full);
+	EXPECT_EQ(avail0, full) TH_LOG("leaked: %lld in the pool, %lld available before the unbind",
+				       full, avail0);
+}
+
 /*
  * A provider that withdraws its memory and publishes it again while bound,
  * as a GPU driver that sets up P2P memory on demand does (p2pdma_bar's
  * debugfs switch): buffers are revoked at the withdrawal, with the DMA into
  * them over before it returns; the heap serves again after the publication.
  */
-static void withdraw_and_publish(const char *gpu, int heap)
+TEST_F_TIMEOUT(gpu, withdraw_and_publish, TIMEOUT)
 {
-	char sw[128], state[8] = "?", dev0[64], over[128];
-	long long full = p2pmem_available(gpu);
-	int over0;
-	int buf = spin_heap_alloc(heap, 4 * MiB, O_RDWR | O_CLOEXEC, 0), ret, status = 1, fd2;
+	char state[8] = "?", over[128];
+	long long full = p2pmem_available(gpu), avail;
+	int buf = spin_heap_alloc(gpu_heap, 4 * MiB, O_RDWR | O_CLOEXEC, 0), ret, status = 1, fd2;
 	uint8_t *q = buf < 0 ? MAP_FAILED :
 		     mmap(NULL, 4 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	int over0;
 	pid_t pid;
 
-	snprintf(sw, sizeof(sw), "/sys/kernel/debug/p2pdma_bar-%s/published", bdf_of(gpu));
+	ASSERT_NE(MAP_FAILED, q) TH_LOG("no buffer: %s", strerror(errno));
 	snprintf(over, sizeof(over), "p2p-%s: the DMA into 1 revoked buffer(s) is over",
 		 bdf_of(gpu));
 	over0 = spin_log_count(over);
-	spin_read_file(sw, state, sizeof(state));
-	if (q == MAP_FAILED || spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0))) {
-		ksft_test_result_fail("withdraw: no buffer: %s\n", strerror(errno));
-		ksft_test_result_fail("publish again: not run\n");
-		return;
-	}
-	pid = direct_reader(dev0, q, 1, 2);
+	pid = direct_reader(self->dev0, q, 1, 2);
 	usleep(300000);
-	ret = sysfs_write(sw, "0");
+	ret = sysfs_write(self->sw, "0");
 	waitpid(pid, &status, 0);
-	fd2 = spin_heap_alloc(heap, MiB, O_RDWR, 0);
-	ksft_test_result(!strcmp(state, "1") && !ret && WIFEXITED(status) && !WEXITSTATUS(status) &&
-			 fd2 == -ENODEV && faults(q) &&
-			 spin_log_count(over) == over0 + 1,
-			 "withdrawn through debugfs (was %s): reads in flight complete, then EFAULT; the mapping SIGBUS; allocation %s\n",
-			 state, strerror(fd2 < 0 ? -fd2 : 0));
+	fd2 = spin_heap_alloc(gpu_heap, MiB, O_RDWR, 0);
+	EXPECT_STREQ("1", self->published) TH_LOG("the switch before the withdrawal");
+	EXPECT_EQ(0, ret) TH_LOG("withdraw through %s: %s", self->sw, strerror(-ret));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("the reader: reads in flight failed, or later ones got other than EFAULT");
+	EXPECT_EQ(-ENODEV, fd2) TH_LOG("allocation when withdrawn: %s, want ENODEV",
+				       strerror(fd2 < 0 ? -fd2 : 0));
+	EXPECT_TRUE(faults(q)) TH_LOG("the withdrawn buffer's mapping raises no SIGBUS");
+	EXPECT_EQ(over0 + 1, spin_log_count(over))
+		TH_LOG("spin did not report once that the DMA was over: \"%s\"", over);
 	if (fd2 >= 0)
 		close(fd2);
 	munmap(q, 4 * MiB);
 	close(buf);
-	ret = sysfs_write(sw, "1");
-	fd2 = spin_heap_alloc(heap, MiB, O_RDWR, 0);
-	state[0] = '?';
-	spin_read_file(sw, state, sizeof(state));
-	ksft_test_result(!ret && fd2 >= 0 && !strcmp(state, "1") &&
-			 p2pmem_available(gpu) == full - (long long)MiB,
-			 "published again: the heap allocates (%s), switch %s\n",
-			 fd2 < 0 ? strerror(-fd2) : "ok", state);
+
+	ret = sysfs_write(self->sw, "1");
+	fd2 = spin_heap_alloc(gpu_heap, MiB, O_RDWR, 0);
+	spin_read_file(self->sw, state, sizeof(state));
+	avail = p2pmem_available(gpu);
+	EXPECT_EQ(0, ret) TH_LOG("publish again through %s: %s", self->sw, strerror(-ret));
+	EXPECT_LE(0, fd2) TH_LOG("published again, the heap does not allocate: %s",
+				 strerror(-fd2));
+	EXPECT_STREQ("1", state) TH_LOG("the switch after the publication");
+	EXPECT_EQ(full - (long long)MiB, avail)
+		TH_LOG("%lld bytes available with 1 MiB allocated, %lld before", avail, full);
 	if (fd2 >= 0)
 		close(fd2);
 }
@@ -222,7 +383,7 @@ static void withdraw_and_publish(const char *gpu, int heap)
 
 static pthread_barrier_t race_start, race_done;
 
-/* One of the two threads of publish_race(). */
+/* One of the two threads of publish_withdraw_race. */
 struct toggler {
 	const char *sw;		/* the debugfs switch */
 	int writes;		/* per round: RACE_BURST or one more, out of phase */
@@ -257,11 +418,12 @@ static void *toggle(void *arg)
  * the switch is written once more with that state, which changes nothing,
  * and the heap must follow it: ENODEV when withdrawn, an allocation when
  * published. The last round ends published, and the buffer allocated then
- * maps. Then the switch is set back to what it was.
+ * maps. Then it is withdrawn and published once more, one write at a time;
+ * the teardown sets the switch back to what it was.
  */
-static void publish_race(const char *gpu, int heap)
+TEST_F_TIMEOUT(gpu, publish_withdraw_race, TIMEOUT)
 {
-	char sw[128], state[8] = "?", now[8], miss[32] = "";
+	char now[8], miss[32] = "";
 	struct toggler t[2] = {
 		{ .writes = RACE_BURST },
 		{ .writes = RACE_BURST + 1 },
@@ -269,14 +431,11 @@ static void publish_race(const char *gpu, int heap)
 	int missed = 0, mapped = 0, ret;
 	pthread_t th[2];
 
-	snprintf(sw, sizeof(sw), "/sys/kernel/debug/p2pdma_bar-%s/published", bdf_of(gpu));
-	spin_read_file(sw, state, sizeof(state));
-	if (pthread_barrier_init(&race_start, NULL, 3) || pthread_barrier_init(&race_done, NULL, 3))
-		ksft_exit_fail_msg("publish race: no barrier\n");
+	ASSERT_EQ(0, pthread_barrier_init(&race_start, NULL, 3));
+	ASSERT_EQ(0, pthread_barrier_init(&race_done, NULL, 3));
 	for (int i = 0; i < 2; i++) {
-		t[i].sw = sw;
-		if (pthread_create(&th[i], NULL, toggle, &t[i]))
-			ksft_exit_fail_msg("publish race: no thread\n");
+		t[i].sw = self->sw;
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, toggle, &t[i])) TH_LOG("no thread");
 	}
 	for (int r = 0; r < RACE_ROUNDS; r++) {
 		const char *want = r & 1 ? "1" : "0";
@@ -284,10 +443,10 @@ static void publish_race(const char *gpu, int heap)
 
 		pthread_barrier_wait(&race_start);
 		pthread_barrier_wait(&race_done);
-		ret = sysfs_write(sw, want);
-		fd = spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
+		ret = sysfs_write(self->sw, want);
+		fd = spin_heap_alloc(gpu_heap, MiB, O_RDWR | O_CLOEXEC, 0);
 		now[0] = '\0';
-		spin_read_file(sw, now, sizeof(now));
+		spin_read_file(self->sw, now, sizeof(now));
 		ok = !ret && !strcmp(now, want) && (r & 1 ? fd >= 0 : fd == -ENODEV);
 		if (ok && r == RACE_ROUNDS - 1) {
 			size_t len = MiB;
@@ -308,91 +467,95 @@ static void publish_race(const char *gpu, int heap)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&race_start);
 	pthread_barrier_destroy(&race_done);
-	ksft_test_result(!missed && mapped && !t[0].failed && !t[1].failed,
-			 "publish and withdraw raced from two threads (%d writes, %d failed): the heap missed the final state in %d of %d rounds%s; published, a buffer maps: %s\n",
-			 RACE_ROUNDS * (t[0].writes + t[1].writes), t[0].failed + t[1].failed,
-			 missed, RACE_ROUNDS, miss, mapped ? "yes" : "no");
+	EXPECT_EQ(0, t[0].failed + t[1].failed)
+		TH_LOG("%d of %d writes to the switch failed", t[0].failed + t[1].failed,
+		       RACE_ROUNDS * (t[0].writes + t[1].writes));
+	EXPECT_EQ(0, missed) TH_LOG("the heap missed the final state in %d of %d rounds%s",
+				    missed, RACE_ROUNDS, miss);
+	EXPECT_TRUE(mapped) TH_LOG("published at the end, a buffer of the heap does not map");
 
-	/* Withdrawn and published once more, one at a time; then as it was. */
-	sysfs_write(sw, "0");
-	sysfs_write(sw, "1");
-	if (!strcmp(state, "0"))
-		sysfs_write(sw, "0");
+	sysfs_write(self->sw, "0");
+	sysfs_write(self->sw, "1");
 }
 
-/*
- * A provider whose memory is first published after probe (the rig's second,
- * 8 MiB ivshmem device, which p2pdma_bar registers but leaves unpublished:
- * p2pdma_bar.defer_below_mib=16 on the command line): no heap until it is
- * published; then the heap appears and serves; withdrawn, it refuses.
- */
-static void late_provider(const char *gpu, const char *dev0)
+/* Gives @pcidir back to nvme unless it is bound to it: 0, or -1. */
+static int nvme_give_back(const char *pcidir, const char *serial)
 {
-	char late[PATH_MAX] = "", sw[128], node[128], state[8] = "?";
-	struct dirent *e;
-	DIR *d = opendir("/sys/bus/pci/devices");
-	int before, heap, fd2 = -1, buf, fd, ret;
-	uint8_t *m, *want = spin_alloc_aligned(MiB);
-	ssize_t n = -1;
+	if (bound_to(pcidir, "nvme"))
+		return 0;
+	return !rebind(pcidir, "", "nvme") && nvme_back(serial) ? 0 : -1;
+}
 
-	while (d && (e = readdir(d))) {
-		char path[PATH_MAX + 300], v[16] = "", dv[16] = "", real[PATH_MAX];
+/* spin-nvme0 and spin-nvme1 on nvme, and spin-nvme0's namespace to read from. */
+FIXTURE(nvme) {
+	char dev0[64];
+};
 
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/vendor", e->d_name);
-		spin_read_file(path, v, sizeof(v));
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", e->d_name);
-		spin_read_file(path, dv, sizeof(dv));
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s", e->d_name);
-		if (!strcmp(v, "0x1af4") && !strcmp(dv, "0x1110") && realpath(path, real) &&
-		    strcmp(real, gpu))
-			snprintf(late, sizeof(late), "%s", real);
-	}
-	if (d)
-		closedir(d);
-	if (!late[0]) {
-		ksft_test_result_fail("late provider: the second ivshmem device is missing\n");
-		ksft_test_result_fail("late provider: published: not run\n");
-		ksft_test_result_fail("late provider: withdrawn: not run\n");
-		return;
-	}
-	snprintf(sw, sizeof(sw), "/sys/kernel/debug/p2pdma_bar-%s/published", bdf_of(late));
-	snprintf(node, sizeof(node), "/dev/dma_heap/p2p-%s", bdf_of(late));
-	spin_read_file(sw, state, sizeof(state));
-	before = access(node, F_OK);
-	ksft_test_result(bound_to(late, "p2pdma_bar") && !strcmp(state, "0") && before &&
-			 p2pmem_size(late) > 0,
-			 "late provider %s: registered in probe (%lld bytes), not published, no heap\n",
-			 bdf_of(late), p2pmem_size(late));
+FIXTURE_SETUP(nvme)
+{
+	if (!nvme0[0])
+		SKIP(return, "not on the spin rig: no NVMe drive %s", SPIN_NVME0_SERIAL);
+	if (!nvme1[0])
+		SKIP(return, "not on the spin rig: no NVMe drive %s", SPIN_NVME1_SERIAL);
+	ASSERT_EQ(0, spin_nvme_blockdev(SPIN_NVME0_SERIAL, self->dev0, sizeof(self->dev0)))
+		TH_LOG("%s has no namespace", SPIN_NVME0_SERIAL);
+}
 
-	ret = sysfs_write(sw, "1");
-	heap = spin_heap_open(late);
-	buf = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
-	m = buf < 0 ? MAP_FAILED : mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
-	fd = open(dev0, O_RDONLY | O_DIRECT);
-	if (m != MAP_FAILED && fd >= 0 && want && pread(fd, want, MiB, 0) == (ssize_t)MiB) {
-		memset(m, 0x5a, MiB);
-		n = pread(fd, m, MiB, 0);
-	}
-	ksft_test_result(!ret && !access(node, F_OK) && n == (ssize_t)MiB && !memcmp(m, want, MiB),
-			 "published through debugfs: %s appears and serves (an O_DIRECT read of %zd bytes into it)\n",
-			 node, n);
-	if (m != MAP_FAILED)
-		munmap(m, MiB);
-	if (buf >= 0)
-		close(buf);
-	if (fd >= 0)
-		close(fd);
+/* Runs after the test's process ended in any way: both drives back on nvme. */
+FIXTURE_TEARDOWN_PARENT(nvme)
+{
+	EXPECT_EQ(0, nvme_give_back(nvme0, SPIN_NVME0_SERIAL))
+		TH_LOG("teardown: %s not back on nvme", bdf_of(nvme0));
+	EXPECT_EQ(0, nvme_give_back(nvme1, SPIN_NVME1_SERIAL))
+		TH_LOG("teardown: %s not back on nvme", bdf_of(nvme1));
+}
 
-	ret = sysfs_write(sw, "0");
+/* driver_override: no usable BAR on spin-nvme0 (its BAR0 is not prefetchable). */
+TEST_F_TIMEOUT(nvme, override_refuses_no_usable_bar, TIMEOUT)
+{
+	int ret;
+
+	/* The bind fails: p2pdma_bar refuses the device. */
+	rebind(nvme0, "p2pdma_bar", "nvme");
+	EXPECT_FALSE(bound_to(nvme0, "p2pdma_bar"))
+		TH_LOG("p2pdma_bar took %s", bdf_of(nvme0));
+	EXPECT_TRUE(log_has("no usable BAR")) TH_LOG("p2pdma_bar did not say why it refused");
+	ret = rebind(nvme0, "", "nvme");
+	EXPECT_EQ(0, ret) TH_LOG("%s back to nvme: %d", bdf_of(nvme0), ret);
+	EXPECT_TRUE(bound_to(nvme0, "nvme")) TH_LOG("%s not back on nvme", bdf_of(nvme0));
+	EXPECT_TRUE(nvme_back(SPIN_NVME0_SERIAL))
+		TH_LOG("no namespace of %s within 10 s", SPIN_NVME0_SERIAL);
+}
+
+/* ... but it takes spin-nvme1's CMB: a 64-bit prefetchable memory BAR. */
+TEST_F_TIMEOUT(nvme, override_takes_cmb, TIMEOUT)
+{
+	long long avail;
+	int ret, heap, fd2;
+
+	ret = rebind(nvme1, "p2pdma_bar", "nvme");
+	heap = spin_heap_open(nvme1);
 	fd2 = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR, 0);
-	ksft_test_result(!ret && fd2 == -ENODEV,
-			 "withdrawn: the heap stays and refuses allocations (%s)\n",
-			 strerror(fd2 < 0 ? -fd2 : 0));
+	avail = p2pmem_available(nvme1);
+	EXPECT_EQ(0, ret) TH_LOG("driver_override: %s to p2pdma_bar: %d", bdf_of(nvme1), ret);
+	EXPECT_TRUE(bound_to(nvme1, "p2pdma_bar"))
+		TH_LOG("%s is not bound to p2pdma_bar", bdf_of(nvme1));
+	EXPECT_LT(0, avail) TH_LOG("p2pdma_bar does not publish %s's CMB: %lld bytes available",
+				   bdf_of(nvme1), avail);
+	EXPECT_LE(0, fd2) TH_LOG("its heap does not allocate: %s",
+				 heap < 0 ? "no heap" : strerror(-fd2));
 	if (fd2 >= 0)
 		close(fd2);
 	if (heap >= 0)
 		close(heap);
-	free(want);
+
+	ret = rebind(nvme1, "", "nvme");
+	EXPECT_EQ(0, ret) TH_LOG("%s back to nvme: %d", bdf_of(nvme1), ret);
+	EXPECT_TRUE(bound_to(nvme1, "nvme")) TH_LOG("%s not back on nvme", bdf_of(nvme1));
+	EXPECT_TRUE(nvme_back(SPIN_NVME1_SERIAL))
+		TH_LOG("no namespace of %s within 10 s", SPIN_NVME1_SERIAL);
+	avail = p2pmem_available(nvme1);
+	EXPECT_LT(0, avail) TH_LOG("its CMB is not p2pmem again: %lld bytes available", avail);
 }
 
 /*
@@ -400,22 +563,24 @@ static void late_provider(const char *gpu, const char *dev0)
  * CMB gets a heap of its own, and an O_DIRECT read from spin-nvme0 lands in
  * it (the CPU reads it back through the mapping).
  */
-static void cmb_heap(const char *nvme1, const char *dev0)
+TEST_F_TIMEOUT(nvme, cmb_heap_odirect_read, TIMEOUT)
 {
-	int heap = spin_heap_open(nvme1), buf, fd;
+	int heap = spin_heap_open(nvme1), buf, fd, same = 0;
 	uint8_t *c, *want = spin_alloc_aligned(MiB);
 	ssize_t n = -1;
 
 	buf = heap < 0 ? heap : spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
 	c = buf < 0 ? MAP_FAILED : mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
-	fd = open(dev0, O_RDONLY | O_DIRECT);
+	fd = open(self->dev0, O_RDONLY | O_DIRECT);
 	if (c != MAP_FAILED && fd >= 0 && want && pread(fd, want, MiB, 0) == (ssize_t)MiB) {
 		memset(c, 0xa5, MiB);
 		n = pread(fd, c, MiB, 0);
+		same = n == (ssize_t)MiB && !memcmp(c, want, MiB);
 	}
-	ksft_test_result(n == (ssize_t)MiB && !memcmp(c, want, MiB),
-			 "the NVMe driver's CMB of %s has a heap; an O_DIRECT read lands in it (%zd bytes)\n",
-			 bdf_of(nvme1), n);
+	EXPECT_EQ((ssize_t)MiB, n)
+		TH_LOG("an O_DIRECT read of 1 MiB into a buffer of %s's CMB heap: %zd",
+		       bdf_of(nvme1), n);
+	EXPECT_TRUE(same) TH_LOG("the CMB does not hold the bytes read");
 	if (fd >= 0)
 		close(fd);
 	if (c != MAP_FAILED)
@@ -427,117 +592,140 @@ static void cmb_heap(const char *nvme1, const char *dev0)
 	free(want);
 }
 
-int main(void)
+/*
+ * The rig's second, 8 MiB ivshmem device into @late: the 1af4:1110 device
+ * that is not the stand-in GPU. 0, or -ENODEV.
+ */
+static int late_find(char *late, size_t len)
 {
-	char gpu[PATH_MAX], dev0[64], nvme0[PATH_MAX], nvme1[PATH_MAX], path[PATH_MAX + 32];
-	char line[256];
-	long long avail0, full;
-	int heap, buf, fd2, io, status, ret;
-	uint8_t *p, *q;
-	pid_t pid;
-	struct timespec t0, t1;
+	struct dirent *e;
+	DIR *d = opendir("/sys/bus/pci/devices");
 
-	ksft_print_header();
-	ksft_set_plan(24);
-	if (spin_gpu_find(gpu, sizeof(gpu)) ||
-	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)) ||
-	    spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
-	    spin_nvme_pcidir(SPIN_NVME1_SERIAL, nvme1, sizeof(nvme1)))
-		SPIN_SKIP_MISSING("rig devices not found");
-	if (!bound_to(gpu, "p2pdma_bar"))
-		ksft_exit_fail_msg("the stand-in GPU is not bound to p2pdma_bar\n");
+	late[0] = '\0';
+	while (d && (e = readdir(d))) {
+		char path[PATH_MAX + 300], v[16] = "", dv[16] = "", real[PATH_MAX];
 
-	heap = spin_heap_open(gpu);
-	avail0 = p2pmem_available(gpu);
-	buf = spin_heap_alloc(heap, 16 * MiB, O_RDWR | O_CLOEXEC, 0);
-	p = buf < 0 ? MAP_FAILED : mmap(NULL, 16 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
-	ksft_test_result(p != MAP_FAILED, "16 MiB of GPU memory mapped\n");
-	if (p == MAP_FAILED)
-		ksft_exit_fail_msg("no GPU memory: %s\n", strerror(errno));
-	memset(p, 0x5a, 16 * MiB);
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/vendor", e->d_name);
+		spin_read_file(path, v, sizeof(v));
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", e->d_name);
+		spin_read_file(path, dv, sizeof(dv));
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s", e->d_name);
+		if (!strcmp(v, "0x1af4") && !strcmp(dv, "0x1110") && realpath(path, real) &&
+		    strcmp(real, gpu))
+			snprintf(late, len, "%s", real);
+	}
+	if (d)
+		closedir(d);
+	return late[0] ? 0 : -ENODEV;
+}
 
-	/* O_DIRECT reads into the buffer, in a child, while the provider goes away. */
-	pid = direct_reader(dev0, p, 4, 4);
-	usleep(300000);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ret = sysfs_write(DRV "/unbind", bdf_of(gpu));
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ksft_test_result(!ret && bound_to(gpu, NULL),
-			 "unbind p2pdma_bar under a mapping and O_DIRECT I/O: %s, %.0f ms\n",
-			 strerror(-ret),
-			 (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
-	waitpid(pid, &status, 0);
-	ksft_test_result(WIFEXITED(status) && !WEXITSTATUS(status),
-			 "in-flight reads completed, later ones got EFAULT, nothing else\n");
-	/*
-	 * The DMA in flight was over before the driver's unbind callback, where
-	 * a GPU driver would reset its device: p2pdma_bar reports what is still
-	 * in use there.
-	 */
-	snprintf(line, sizeof(line), "%s: unbind: ", bdf_of(gpu));
-	ksft_test_result(spin_log_last_is(line, "no p2pdma memory in use"),
-			 "nothing of the GPU memory was in use when the driver's unbind ran\n");
-	snprintf(line, sizeof(line), "p2p-%s: the DMA into 1 revoked buffer(s) is over",
-		 bdf_of(gpu));
-	ksft_test_result(log_has(line), "spin waited for it before: \"%s\"\n", line);
+/*
+ * A provider whose memory is first published after probe (the rig's second,
+ * 8 MiB ivshmem device, which p2pdma_bar registers but leaves unpublished:
+ * p2pdma_bar.defer_below_mib=16 on the command line), with its switch and
+ * spin-nvme0's namespace to read from.
+ */
+FIXTURE(late_provider) {
+	char late[PATH_MAX];
+	char dev0[64];
+	char sw[128];
+	char published[8];	/* the switch before the test ("" unread), to set back */
+};
 
-	ksft_test_result(faults(p) && faults(p + 16 * MiB - 1),
-			 "the revoked mapping raises SIGBUS\n");
-	io = open(dev0, O_RDONLY);
-	ret = pread(io, p, 4096, 0);
-	ksft_test_result(ret == -1 && errno == EFAULT, "buffered pread into it: EFAULT\n");
-	close(io);
-	ret = spin_heap_alloc(heap, MiB, O_RDWR, 0);
-	ksft_test_result(ret == -ENODEV, "allocation from the heap: %s\n",
-			 strerror(ret < 0 ? -ret : 0));
-	q = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
-	ksft_test_result(q == MAP_FAILED && errno == ENODEV,
-			 "mmap of the revoked buffer: ENODEV\n");
+FIXTURE_SETUP(late_provider)
+{
+	if (!gpu[0])
+		SKIP(return, "not on the spin rig: no stand-in GPU");
+	if (late_find(self->late, sizeof(self->late)))
+		SKIP(return, "not on the spin rig: the second ivshmem device is missing");
+	if (!nvme0[0])
+		SKIP(return, "not on the spin rig: no NVMe drive %s", SPIN_NVME0_SERIAL);
+	ASSERT_EQ(0, spin_nvme_blockdev(SPIN_NVME0_SERIAL, self->dev0, sizeof(self->dev0)))
+		TH_LOG("%s has no namespace", SPIN_NVME0_SERIAL);
+	switch_path(self->sw, sizeof(self->sw), self->late);
+	spin_read_file(self->sw, self->published, sizeof(self->published));
+}
 
-	/* Bind again: a fresh pool, the same heap. */
-	ret = sysfs_write(DRV "/bind", bdf_of(gpu));
-	full = p2pmem_available(gpu);
-	fd2 = spin_heap_alloc(heap, 8 * MiB, O_RDWR, 0);
-	ksft_test_result(!ret && fd2 >= 0 && p2pmem_available(gpu) == full - 8 * (long long)MiB,
-			 "re-bind: the heap allocates again (%lld bytes in the pool)\n", full);
-	if (fd2 >= 0)
-		close(fd2);
-	munmap(p, 16 * MiB);
-	close(buf);
-	ksft_test_result(p2pmem_available(gpu) == full && full == avail0,
-			 "nothing leaked: %lld available, %lld before the unbind\n",
-			 p2pmem_available(gpu), avail0);
-	withdraw_and_publish(gpu, heap);
-	publish_race(gpu, heap);
-	close(heap);
+/* Runs after the test's process ended in any way: the switch as it was. */
+FIXTURE_TEARDOWN_PARENT(late_provider)
+{
+	int ret = switch_set_back(self->sw, self->published);
 
-	/* driver_override: no usable BAR on spin-nvme0 (its BAR0 is not prefetchable). */
-	ret = rebind(nvme0, "p2pdma_bar", "nvme");
-	ksft_test_result(!bound_to(nvme0, "p2pdma_bar") && log_has("no usable BAR"),
-			 "p2pdma_bar refuses %s: not bound, says why\n", bdf_of(nvme0));
-	ret = rebind(nvme0, "", "nvme");
-	ksft_test_result(!ret && bound_to(nvme0, "nvme") && nvme_back(SPIN_NVME0_SERIAL),
-			 "%s back on nvme\n", bdf_of(nvme0));
+	EXPECT_EQ(0, ret) TH_LOG("teardown: set %s back to %s: %s", self->sw, self->published,
+				 strerror(-ret));
+}
 
-	/* ... but it takes spin-nvme1's CMB: a 64-bit prefetchable memory BAR. */
-	ret = rebind(nvme1, "p2pdma_bar", "nvme");
-	heap = spin_heap_open(nvme1);
+/*
+ * No heap until the memory is published; then the heap appears and serves;
+ * withdrawn, it stays and refuses.
+ */
+TEST_F_TIMEOUT(late_provider, published_after_probe, TIMEOUT)
+{
+	const char *bdf = bdf_of(self->late);
+	char node[128];
+	int before, heap, fd2 = -1, buf, fd, ret, same = 0;
+	uint8_t *m, *want = spin_alloc_aligned(MiB);
+	long long size;
+	ssize_t n = -1;
+
+	snprintf(node, sizeof(node), "/dev/dma_heap/p2p-%s", bdf);
+	before = access(node, F_OK);
+	size = p2pmem_size(self->late);
+	EXPECT_TRUE(bound_to(self->late, "p2pdma_bar"))
+		TH_LOG("late provider %s is not bound to p2pdma_bar", bdf);
+	EXPECT_LT(0, size) TH_LOG("late provider %s: not registered in probe (p2pmem/size %lld)",
+				  bdf, size);
+	EXPECT_STREQ("0", self->published) TH_LOG("late provider %s: the switch before publishing",
+						  bdf);
+	EXPECT_NE(0, before) TH_LOG("late provider %s: %s exists before the publication",
+				    bdf, node);
+
+	ret = sysfs_write(self->sw, "1");
+	heap = spin_heap_open(self->late);
+	buf = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
+	m = buf < 0 ? MAP_FAILED : mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	fd = open(self->dev0, O_RDONLY | O_DIRECT);
+	if (m != MAP_FAILED && fd >= 0 && want && pread(fd, want, MiB, 0) == (ssize_t)MiB) {
+		memset(m, 0x5a, MiB);
+		n = pread(fd, m, MiB, 0);
+		same = n == (ssize_t)MiB && !memcmp(m, want, MiB);
+	}
+	EXPECT_EQ(0, ret) TH_LOG("publish through %s: %s", self->sw, strerror(-ret));
+	EXPECT_EQ(0, access(node, F_OK)) TH_LOG("published, %s does not appear", node);
+	EXPECT_EQ((ssize_t)MiB, n) TH_LOG("an O_DIRECT read of 1 MiB into a buffer of %s: %zd",
+					  node, n);
+	EXPECT_TRUE(same) TH_LOG("the buffer does not hold the bytes read");
+	if (m != MAP_FAILED)
+		munmap(m, MiB);
+	if (buf >= 0)
+		close(buf);
+	if (fd >= 0)
+		close(fd);
+
+	ret = sysfs_write(self->sw, "0");
 	fd2 = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR, 0);
-	ksft_test_result(!ret && bound_to(nvme1, "p2pdma_bar") && p2pmem_available(nvme1) > 0,
-			 "driver_override: p2pdma_bar publishes %s's CMB (%lld bytes)\n",
-			 bdf_of(nvme1), p2pmem_available(nvme1));
-	ksft_test_result(fd2 >= 0, "and its heap allocates from it\n");
+	EXPECT_EQ(0, ret) TH_LOG("withdraw through %s: %s", self->sw, strerror(-ret));
+	EXPECT_EQ(-ENODEV, fd2) TH_LOG("withdrawn, the heap allocates: %s, want ENODEV",
+				       heap < 0 ? "no heap" : strerror(fd2 < 0 ? -fd2 : 0));
 	if (fd2 >= 0)
 		close(fd2);
 	if (heap >= 0)
 		close(heap);
-	ret = rebind(nvme1, "", "nvme");
-	ksft_test_result(!ret && bound_to(nvme1, "nvme") && nvme_back(SPIN_NVME1_SERIAL),
-			 "%s back on nvme\n", bdf_of(nvme1));
-	snprintf(path, sizeof(path), "%s/p2pmem/available", nvme1);
-	ksft_test_result(spin_read_ll(path) > 0, "its CMB is p2pmem again (%lld bytes)\n",
-			 spin_read_ll(path));
-	cmb_heap(nvme1, dev0);
-	late_provider(gpu, dev0);
-	ksft_finished();
+	free(want);
+}
+
+int main(int argc, char **argv)
+{
+	char dev0[64];
+
+	if (spin_gpu_find(gpu, sizeof(gpu)))
+		gpu[0] = '\0';
+	else
+		gpu_heap = spin_heap_open(gpu);
+	if (spin_nvme_pcidir(SPIN_NVME0_SERIAL, nvme0, sizeof(nvme0)) ||
+	    spin_nvme_blockdev(SPIN_NVME0_SERIAL, dev0, sizeof(dev0)))
+		nvme0[0] = '\0';
+	if (spin_nvme_pcidir(SPIN_NVME1_SERIAL, nvme1, sizeof(nvme1)))
+		nvme1[0] = '\0';
+	return test_harness_run(argc, argv);
 }
