@@ -11,8 +11,8 @@
  * without a usable BAR and takes any device with a 64-bit prefetchable
  * memory BAR (an NVMe CMB).
  *
- * Runs last: it unbinds and re-binds devices the other tests use. The tests
- * run in this order, and each fixture's teardown gives back what a failed
+ * It unbinds and re-binds devices the other tests use. The tests run in this
+ * order, and each fixture's teardown gives back what a failed
  * test left behind (the GPU bound to p2pdma_bar and its memory published as
  * before, the NVMe drives on nvme, the late provider's memory unpublished),
  * so that one failure does not fail the tests after it.
