@@ -63,31 +63,31 @@ struct Device {
 }
 
 /// The models of the replay. Their sources: vendors' data sheets for sequential bandwidth and
-/// 4 KiB latency of current drives, and published measurements of CPU stores into a GPU BAR
-/// through write-combining (a few GB/s per core, a little under the link's rate).
+/// 4 KiB latency of current drives; for CPU copies into a GPU BAR through write-combining,
+/// GDRCopy's 6-8 GB/s on PCIe 3 x16, scaled with the link until one core's stores limit it.
 const DEVICES: [Device; 2] = [
     Device {
         name: "gen4",
-        what: "PCIe 4.0 x4 NVMe (7 GB/s, 70 us), GPU on PCIe 4.0 x16 (WC copy 5 GB/s)",
+        what: "PCIe 4.0 x4 NVMe (7 GB/s, 70 us), GPU on PCIe 4.0 x16 (WC copy 10 GB/s)",
         disk_bw: 7.0e9,
         p2p_bw: 6.5e9,
         lat_ns: 70_000.0,
         qd: 32,
         max_cmd: 512 << 10,
-        copy_bw: 5.0e9,
-        page_ns: 150.0,
+        copy_bw: 10.0e9,
+        page_ns: 100.0,
         call_ns: 2_000.0,
     },
     Device {
         name: "gen5",
-        what: "PCIe 5.0 x4 NVMe (14 GB/s, 50 us), GPU on PCIe 5.0 x16 (WC copy 8 GB/s)",
+        what: "PCIe 5.0 x4 NVMe (14 GB/s, 50 us), GPU on PCIe 5.0 x16 (WC copy 14 GB/s)",
         disk_bw: 14.0e9,
         p2p_bw: 13.0e9,
         lat_ns: 50_000.0,
         qd: 64,
         max_cmd: 512 << 10,
-        copy_bw: 8.0e9,
-        page_ns: 150.0,
+        copy_bw: 14.0e9,
+        page_ns: 100.0,
         call_ns: 2_000.0,
     },
 ];
