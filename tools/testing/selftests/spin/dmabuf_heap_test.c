@@ -296,8 +296,12 @@ TEST_F_TIMEOUT(buffer, fork_child_stores, TIMEOUT)
 		TH_LOG("the child's stores are not in GPU memory: %s", why);
 }
 
-/* A read into a read-only mapping of GPU memory is refused. */
-TEST_F(buffer, pread_into_readonly_mapping_efault)
+/*
+ * A 4 KiB read of a pattern file into a read-only 1 MiB mapping of GPU
+ * memory, or, if @unmap, into its range once it is unmapped and its buffer
+ * closed: refused with EFAULT either way.
+ */
+static void pread_readonly_efault(struct __test_metadata *_metadata, int heap, bool unmap)
 {
 	int file, fd2, e;
 	char *q;
@@ -305,39 +309,35 @@ TEST_F(buffer, pread_into_readonly_mapping_efault)
 
 	file = pattern_file(MiB, 15);
 	ASSERT_LE(0, file) TH_LOG("pattern file: %s", strerror(errno));
-	fd2 = spin_heap_alloc(self->heap, MiB, O_RDWR | O_CLOEXEC, 0);
+	fd2 = spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
 	ASSERT_LE(0, fd2) TH_LOG("allocate 1 MiB: %s", strerror(-fd2));
 	q = map(fd2, MiB, PROT_READ, MAP_SHARED, 0);
 	ASSERT_NE(MAP_FAILED, q) TH_LOG("mmap PROT_READ: %s", strerror(errno));
+	if (unmap) {
+		munmap(q, MiB);
+		close(fd2);
+	}
 	n = pread(file, q, 4096, 0);
 	e = errno;
 	EXPECT_EQ(-1, n);
 	EXPECT_EQ(EFAULT, e) TH_LOG("%s", strerror(e));
-	munmap(q, MiB);
-	close(fd2);
+	if (!unmap) {
+		munmap(q, MiB);
+		close(fd2);
+	}
 	close(file);
+}
+
+/* A read into a read-only mapping of GPU memory is refused. */
+TEST_F(buffer, pread_into_readonly_mapping_efault)
+{
+	pread_readonly_efault(_metadata, self->heap, false);
 }
 
 /* A read into the range of a GPU mapping just unmapped is refused. */
 TEST_F(buffer, pread_into_unmapped_range_efault)
 {
-	int file, fd2, e;
-	char *q;
-	ssize_t n;
-
-	file = pattern_file(MiB, 15);
-	ASSERT_LE(0, file) TH_LOG("pattern file: %s", strerror(errno));
-	fd2 = spin_heap_alloc(self->heap, MiB, O_RDWR | O_CLOEXEC, 0);
-	ASSERT_LE(0, fd2) TH_LOG("allocate 1 MiB: %s", strerror(-fd2));
-	q = map(fd2, MiB, PROT_READ, MAP_SHARED, 0);
-	ASSERT_NE(MAP_FAILED, q) TH_LOG("mmap PROT_READ: %s", strerror(errno));
-	munmap(q, MiB);
-	close(fd2);
-	n = pread(file, q, 4096, 0);
-	e = errno;
-	EXPECT_EQ(-1, n);
-	EXPECT_EQ(EFAULT, e) TH_LOG("%s", strerror(e));
-	close(file);
+	pread_readonly_efault(_metadata, self->heap, true);
 }
 
 /* A buffered pread into GPU memory returns the file's bytes (a CPU copy). */

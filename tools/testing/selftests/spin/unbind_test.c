@@ -182,20 +182,34 @@ static pid_t direct_reader(const char *dev, uint8_t *p, int bufs, int efaults)
 	return pid;
 }
 
-/* The debugfs switch of p2pdma_bar's device @pcidir: write 1 to publish, 0 to withdraw. */
-static void switch_path(char *sw, size_t len, const char *pcidir)
+/*
+ * The debugfs switch of p2pdma_bar's device (write 1 to publish its memory, 0 to
+ * withdraw it), and its state before a test ("" unread).
+ */
+struct switch_state {
+	char path[128];
+	char published[8];
+};
+
+/* Reads the switch of the provider at @pcidir, for switch_restore(). */
+static void switch_save(struct switch_state *sw, const char *pcidir)
 {
-	snprintf(sw, len, "/sys/kernel/debug/p2pdma_bar-%s/published", bdf_of(pcidir));
+	snprintf(sw->path, sizeof(sw->path), "/sys/kernel/debug/p2pdma_bar-%s/published",
+		 bdf_of(pcidir));
+	spin_read_file(sw->path, sw->published, sizeof(sw->published));
 }
 
-/* Sets the switch @sw to @state unless it is there: 0 or -errno. "" leaves it. */
-static int switch_set_back(const char *sw, const char *state)
+/* Sets the switch back to its state before the test, unless it is there. */
+static void switch_restore(struct __test_metadata *_metadata, const struct switch_state *sw)
 {
 	char now[8] = "";
+	int ret = 0;
 
-	if (!state[0] || (!spin_read_file(sw, now, sizeof(now)) && !strcmp(now, state)))
-		return 0;
-	return sysfs_write(sw, state);
+	if (sw->published[0] &&
+	    (spin_read_file(sw->path, now, sizeof(now)) || strcmp(now, sw->published)))
+		ret = sysfs_write(sw->path, sw->published);
+	EXPECT_EQ(0, ret) TH_LOG("teardown: set %s back to %s: %s", sw->path, sw->published,
+				 strerror(-ret));
 }
 
 /*
@@ -204,8 +218,7 @@ static int switch_set_back(const char *sw, const char *state)
  */
 FIXTURE(gpu) {
 	char dev0[64];
-	char sw[128];
-	char published[8];	/* the switch before the test ("" unread), to set back */
+	struct switch_state sw;
 };
 
 FIXTURE_SETUP(gpu)
@@ -218,8 +231,7 @@ FIXTURE_SETUP(gpu)
 		TH_LOG("%s has no namespace", SPIN_NVME0_SERIAL);
 	ASSERT_TRUE(bound_to(gpu, "p2pdma_bar"))
 		TH_LOG("the stand-in GPU is not bound to p2pdma_bar");
-	switch_path(self->sw, sizeof(self->sw), gpu);
-	spin_read_file(self->sw, self->published, sizeof(self->published));
+	switch_save(&self->sw, gpu);
 }
 
 /*
@@ -235,9 +247,7 @@ FIXTURE_TEARDOWN_PARENT(gpu)
 		ret = sysfs_write(DRV "/bind", bdf_of(gpu));
 	EXPECT_EQ(0, ret) TH_LOG("teardown: bind %s to p2pdma_bar: %s", bdf_of(gpu),
 				 strerror(-ret));
-	ret = switch_set_back(self->sw, self->published);
-	EXPECT_EQ(0, ret) TH_LOG("teardown: set %s back to %s: %s", self->sw, self->published,
-				 strerror(-ret));
+	switch_restore(_metadata, &self->sw);
 }
 
 /*
@@ -347,11 +357,11 @@ TEST_F_TIMEOUT(gpu, withdraw_and_publish, TIMEOUT)
 	over0 = spin_log_count(over);
 	pid = direct_reader(self->dev0, q, 1, 2);
 	usleep(300000);
-	ret = sysfs_write(self->sw, "0");
+	ret = sysfs_write(self->sw.path, "0");
 	waitpid(pid, &status, 0);
 	fd2 = spin_heap_alloc(gpu_heap, MiB, O_RDWR, 0);
-	EXPECT_STREQ("1", self->published) TH_LOG("the switch before the withdrawal");
-	EXPECT_EQ(0, ret) TH_LOG("withdraw through %s: %s", self->sw, strerror(-ret));
+	EXPECT_STREQ("1", self->sw.published) TH_LOG("the switch before the withdrawal");
+	EXPECT_EQ(0, ret) TH_LOG("withdraw through %s: %s", self->sw.path, strerror(-ret));
 	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
 		TH_LOG("the reader: reads in flight failed, or later ones got other than EFAULT");
 	EXPECT_EQ(-ENODEV, fd2) TH_LOG("allocation when withdrawn: %s, want ENODEV",
@@ -364,11 +374,11 @@ TEST_F_TIMEOUT(gpu, withdraw_and_publish, TIMEOUT)
 	munmap(q, 4 * MiB);
 	close(buf);
 
-	ret = sysfs_write(self->sw, "1");
+	ret = sysfs_write(self->sw.path, "1");
 	fd2 = spin_heap_alloc(gpu_heap, MiB, O_RDWR, 0);
-	spin_read_file(self->sw, state, sizeof(state));
+	spin_read_file(self->sw.path, state, sizeof(state));
 	avail = p2pmem_available(gpu);
-	EXPECT_EQ(0, ret) TH_LOG("publish again through %s: %s", self->sw, strerror(-ret));
+	EXPECT_EQ(0, ret) TH_LOG("publish again through %s: %s", self->sw.path, strerror(-ret));
 	EXPECT_LE(0, fd2) TH_LOG("published again, the heap does not allocate: %s",
 				 strerror(-fd2));
 	EXPECT_STREQ("1", state) TH_LOG("the switch after the publication");
@@ -434,7 +444,7 @@ TEST_F_TIMEOUT(gpu, publish_withdraw_race, TIMEOUT)
 	ASSERT_EQ(0, pthread_barrier_init(&race_start, NULL, 3));
 	ASSERT_EQ(0, pthread_barrier_init(&race_done, NULL, 3));
 	for (int i = 0; i < 2; i++) {
-		t[i].sw = self->sw;
+		t[i].sw = self->sw.path;
 		ASSERT_EQ(0, pthread_create(&th[i], NULL, toggle, &t[i])) TH_LOG("no thread");
 	}
 	for (int r = 0; r < RACE_ROUNDS; r++) {
@@ -443,10 +453,10 @@ TEST_F_TIMEOUT(gpu, publish_withdraw_race, TIMEOUT)
 
 		pthread_barrier_wait(&race_start);
 		pthread_barrier_wait(&race_done);
-		ret = sysfs_write(self->sw, want);
+		ret = sysfs_write(self->sw.path, want);
 		fd = spin_heap_alloc(gpu_heap, MiB, O_RDWR | O_CLOEXEC, 0);
 		now[0] = '\0';
-		spin_read_file(self->sw, now, sizeof(now));
+		spin_read_file(self->sw.path, now, sizeof(now));
 		ok = !ret && !strcmp(now, want) && (r & 1 ? fd >= 0 : fd == -ENODEV);
 		if (ok && r == RACE_ROUNDS - 1) {
 			size_t len = MiB;
@@ -474,8 +484,8 @@ TEST_F_TIMEOUT(gpu, publish_withdraw_race, TIMEOUT)
 				    missed, RACE_ROUNDS, miss);
 	EXPECT_TRUE(mapped) TH_LOG("published at the end, a buffer of the heap does not map");
 
-	sysfs_write(self->sw, "0");
-	sysfs_write(self->sw, "1");
+	sysfs_write(self->sw.path, "0");
+	sysfs_write(self->sw.path, "1");
 }
 
 /* Gives @pcidir back to nvme unless it is bound to it: 0, or -1. */
@@ -559,37 +569,52 @@ TEST_F_TIMEOUT(nvme, override_takes_cmb, TIMEOUT)
 }
 
 /*
+ * An O_DIRECT read of the first MiB of @dev into a fresh 1 MiB buffer of
+ * @heap, filled with @fill first. Returns what pread() returned (-1 if the
+ * buffer or the device could not be had); *@same tells whether the buffer
+ * then holds the device's bytes.
+ */
+static ssize_t heap_odirect_read(int heap, const char *dev, int fill, int *same)
+{
+	uint8_t *m = MAP_FAILED, *want = spin_alloc_aligned(MiB);
+	int buf = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
+	int fd = open(dev, O_RDONLY | O_DIRECT);
+	ssize_t n = -1;
+
+	*same = 0;
+	if (buf >= 0)
+		m = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	if (m != MAP_FAILED && fd >= 0 && want && pread(fd, want, MiB, 0) == (ssize_t)MiB) {
+		memset(m, fill, MiB);
+		n = pread(fd, m, MiB, 0);
+		*same = n == (ssize_t)MiB && !memcmp(m, want, MiB);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (m != MAP_FAILED)
+		munmap(m, MiB);
+	if (buf >= 0)
+		close(buf);
+	free(want);
+	return n;
+}
+
+/*
  * The NVMe driver registers and publishes spin-nvme1's CMB in its probe: the
  * CMB gets a heap of its own, and an O_DIRECT read from spin-nvme0 lands in
  * it (the CPU reads it back through the mapping).
  */
 TEST_F_TIMEOUT(nvme, cmb_heap_odirect_read, TIMEOUT)
 {
-	int heap = spin_heap_open(nvme1), buf, fd, same = 0;
-	uint8_t *c, *want = spin_alloc_aligned(MiB);
-	ssize_t n = -1;
+	int heap = spin_heap_open(nvme1), same;
+	ssize_t n = heap_odirect_read(heap, self->dev0, 0xa5, &same);
 
-	buf = heap < 0 ? heap : spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
-	c = buf < 0 ? MAP_FAILED : mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
-	fd = open(self->dev0, O_RDONLY | O_DIRECT);
-	if (c != MAP_FAILED && fd >= 0 && want && pread(fd, want, MiB, 0) == (ssize_t)MiB) {
-		memset(c, 0xa5, MiB);
-		n = pread(fd, c, MiB, 0);
-		same = n == (ssize_t)MiB && !memcmp(c, want, MiB);
-	}
 	EXPECT_EQ((ssize_t)MiB, n)
 		TH_LOG("an O_DIRECT read of 1 MiB into a buffer of %s's CMB heap: %zd",
 		       bdf_of(nvme1), n);
 	EXPECT_TRUE(same) TH_LOG("the CMB does not hold the bytes read");
-	if (fd >= 0)
-		close(fd);
-	if (c != MAP_FAILED)
-		munmap(c, MiB);
-	if (buf >= 0)
-		close(buf);
 	if (heap >= 0)
 		close(heap);
-	free(want);
 }
 
 /*
@@ -628,8 +653,7 @@ static int late_find(char *late, size_t len)
 FIXTURE(late_provider) {
 	char late[PATH_MAX];
 	char dev0[64];
-	char sw[128];
-	char published[8];	/* the switch before the test ("" unread), to set back */
+	struct switch_state sw;
 };
 
 FIXTURE_SETUP(late_provider)
@@ -642,17 +666,13 @@ FIXTURE_SETUP(late_provider)
 		SKIP(return, "not on the spin rig: no NVMe drive %s", SPIN_NVME0_SERIAL);
 	ASSERT_EQ(0, spin_nvme_blockdev(SPIN_NVME0_SERIAL, self->dev0, sizeof(self->dev0)))
 		TH_LOG("%s has no namespace", SPIN_NVME0_SERIAL);
-	switch_path(self->sw, sizeof(self->sw), self->late);
-	spin_read_file(self->sw, self->published, sizeof(self->published));
+	switch_save(&self->sw, self->late);
 }
 
 /* Runs after the test's process ended in any way: the switch as it was. */
 FIXTURE_TEARDOWN_PARENT(late_provider)
 {
-	int ret = switch_set_back(self->sw, self->published);
-
-	EXPECT_EQ(0, ret) TH_LOG("teardown: set %s back to %s: %s", self->sw, self->published,
-				 strerror(-ret));
+	switch_restore(_metadata, &self->sw);
 }
 
 /*
@@ -663,10 +683,9 @@ TEST_F_TIMEOUT(late_provider, published_after_probe, TIMEOUT)
 {
 	const char *bdf = bdf_of(self->late);
 	char node[128];
-	int before, heap, fd2 = -1, buf, fd, ret, same = 0;
-	uint8_t *m, *want = spin_alloc_aligned(MiB);
+	int before, heap, fd2 = -1, ret, same;
 	long long size;
-	ssize_t n = -1;
+	ssize_t n;
 
 	snprintf(node, sizeof(node), "/dev/dma_heap/p2p-%s", bdf);
 	before = access(node, F_OK);
@@ -675,43 +694,29 @@ TEST_F_TIMEOUT(late_provider, published_after_probe, TIMEOUT)
 		TH_LOG("late provider %s is not bound to p2pdma_bar", bdf);
 	EXPECT_LT(0, size) TH_LOG("late provider %s: not registered in probe (p2pmem/size %lld)",
 				  bdf, size);
-	EXPECT_STREQ("0", self->published) TH_LOG("late provider %s: the switch before publishing",
-						  bdf);
+	EXPECT_STREQ("0", self->sw.published)
+		TH_LOG("late provider %s: the switch before publishing", bdf);
 	EXPECT_NE(0, before) TH_LOG("late provider %s: %s exists before the publication",
 				    bdf, node);
 
-	ret = sysfs_write(self->sw, "1");
+	ret = sysfs_write(self->sw.path, "1");
 	heap = spin_heap_open(self->late);
-	buf = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR | O_CLOEXEC, 0);
-	m = buf < 0 ? MAP_FAILED : mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
-	fd = open(self->dev0, O_RDONLY | O_DIRECT);
-	if (m != MAP_FAILED && fd >= 0 && want && pread(fd, want, MiB, 0) == (ssize_t)MiB) {
-		memset(m, 0x5a, MiB);
-		n = pread(fd, m, MiB, 0);
-		same = n == (ssize_t)MiB && !memcmp(m, want, MiB);
-	}
-	EXPECT_EQ(0, ret) TH_LOG("publish through %s: %s", self->sw, strerror(-ret));
+	n = heap_odirect_read(heap, self->dev0, 0x5a, &same);
+	EXPECT_EQ(0, ret) TH_LOG("publish through %s: %s", self->sw.path, strerror(-ret));
 	EXPECT_EQ(0, access(node, F_OK)) TH_LOG("published, %s does not appear", node);
 	EXPECT_EQ((ssize_t)MiB, n) TH_LOG("an O_DIRECT read of 1 MiB into a buffer of %s: %zd",
 					  node, n);
 	EXPECT_TRUE(same) TH_LOG("the buffer does not hold the bytes read");
-	if (m != MAP_FAILED)
-		munmap(m, MiB);
-	if (buf >= 0)
-		close(buf);
-	if (fd >= 0)
-		close(fd);
 
-	ret = sysfs_write(self->sw, "0");
+	ret = sysfs_write(self->sw.path, "0");
 	fd2 = heap < 0 ? -1 : spin_heap_alloc(heap, MiB, O_RDWR, 0);
-	EXPECT_EQ(0, ret) TH_LOG("withdraw through %s: %s", self->sw, strerror(-ret));
+	EXPECT_EQ(0, ret) TH_LOG("withdraw through %s: %s", self->sw.path, strerror(-ret));
 	EXPECT_EQ(-ENODEV, fd2) TH_LOG("withdrawn, the heap allocates: %s, want ENODEV",
 				       heap < 0 ? "no heap" : strerror(fd2 < 0 ? -fd2 : 0));
 	if (fd2 >= 0)
 		close(fd2);
 	if (heap >= 0)
 		close(heap);
-	free(want);
 }
 
 int main(int argc, char **argv)
