@@ -17,105 +17,191 @@
  *     second time when overlayfs calls vfs_iter_read()/vfs_iter_write() on
  *     the file below.
  * Every byte is checked from the host side of the GPU memory or by CPU reads.
+ * Each test makes its filesystem afresh (xfs on spin-nvme1, ext4 on
+ * spin-nvme0) and takes its own GPU buffer.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/fs.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../kselftest.h"
+#include "../kselftest_harness.h"
 #include "spin_lib.h"
 
 #define KiB 1024UL
 #define MiB (1024 * KiB)
 #define GPU_LEN (16 * MiB)
+#define HOST_LEN (8 * MiB)
 #define GSTAT SPIN_SYS "/stat"
+#define OVL "/mnt/rb-ovl"
+/* The harness's default of 30 s is too short for the rig's throttled disks under TCG. */
+#define TIMEOUT 600
+
+static struct spin_fs xfs_fs = SPIN_FS_XFS("/mnt/rb-xfs", 0);
+static struct spin_fs ext4_fs = SPIN_FS_EXT4("/mnt/rb-ext4", 0);
 
 static char gpu[PATH_MAX];
-static uint8_t *gmem, *host;
+
+/* A test's GPU buffer and host memory, its filesystem, and the file it uses. */
+struct rig {
+	uint8_t *gmem;	/* GPU_LEN bytes of GPU memory */
+	uint8_t *host;	/* HOST_LEN bytes */
+	int heap, buf;
+	struct spin_fs *fs;	/* once made and mounted, else NULL */
+	const char *over;	/* a mount on top of the filesystem, or NULL */
+	int fd;		/* the test's file, or -1 */
+	char path[PATH_MAX];
+};
+
+FIXTURE(robust) {
+	struct rig r;
+};
+
+/* The GPU buffer, host memory and mode auto (spin_gpu_setup()). */
+FIXTURE_SETUP(robust)
+{
+	struct rig *r = &self->r;
+	int ret;
+
+	r->fd = -1;
+	signal(SIGXFSZ, SIG_IGN);
+	ret = spin_gpu_setup(gpu, GPU_LEN, &r->gmem, &r->heap, &r->buf, HOST_LEN,
+			     &r->host) ? errno : 0;
+	if (ret == ENODEV)
+		SKIP(return, "not on the spin rig: stand-in GPU not found");
+	ASSERT_EQ(0, ret)
+		TH_LOG("GPU set-up (4 KiB pages, memory, mode auto): %s", strerror(ret));
+}
+
+/*
+ * The file closed and removed, the filesystem unmounted, the buffers freed.
+ * The harness tears down only a set-up that completed.
+ */
+FIXTURE_TEARDOWN(robust)
+{
+	struct rig *r = &self->r;
+
+	if (r->fd >= 0) {
+		close(r->fd);
+		unlink(r->path);
+	}
+	if (r->over && spin_umount(r->over))
+		TH_LOG("umount %s: %s", r->over, strerror(errno));
+	if (r->fs && spin_fs_unmount(r->fs))
+		TH_LOG("umount %s: %s", r->fs->dir, strerror(errno));
+	munmap(r->gmem, GPU_LEN);
+	close(r->buf);
+	close(r->heap);
+	free(r->host);
+}
+
+/* @fs made and mounted afresh: 0, or -1 when the rig has no such disk (the test skips). */
+static int rig_fs(struct __test_metadata *_metadata, struct rig *r, struct spin_fs *fs)
+{
+	int ret = spin_fs_setup(fs, 0) ? errno : 0;
+
+	if (ret == ENODEV)
+		return -1;
+	ASSERT_EQ(0, ret)
+		TH_LOG("%s on %s (%s): %s", fs->type, fs->dev, fs->serial, strerror(ret));
+	r->fs = fs;
+	return 0;
+}
+
+/*
+ * The test's file <@dir>/<@name>: @len bytes of the pattern of @seed, written
+ * and out of the page cache.
+ */
+static void pattern_file(struct __test_metadata *_metadata, struct rig *r, const char *dir,
+			 const char *name, size_t len, uint64_t seed)
+{
+	snprintf(r->path, sizeof(r->path), "%s/%s", dir, name);
+	r->fd = open(r->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, r->fd) TH_LOG("setup: %s: %s", r->path, strerror(errno));
+	spin_pattern_fill(r->host, 0, len, seed);
+	ASSERT_EQ((ssize_t)len, pwrite(r->fd, r->host, len, 0))
+		TH_LOG("setup: writing %s: %s", r->path, strerror(errno));
+	ASSERT_EQ(0, spin_uncache(r->fd))
+		TH_LOG("setup: dropping the pages of %s: %s", r->path, strerror(errno));
+}
+
 /* ---- 1. the largest file offsets ------------------------------------------- */
 
-static void test_top(void)
+/*
+ * xfs: a write from and a read into GPU memory ending at MAX_LFS_FILESIZE:
+ * the file's size stays, the bytes are right by CPU reads and in GPU memory,
+ * and the hole before them reads as zeroes.
+ */
+TEST_F_TIMEOUT(robust, xfs_largest_offsets, TIMEOUT)
 {
-	const char *path = "/mnt/rb-xfs/top";
+	struct rig *r = &self->r;
 	const off_t max = LLONG_MAX;	/* MAX_LFS_FILESIZE, xfs's s_maxbytes */
 	const size_t len = 64 * KiB;
 	const off_t data = max - (off_t)len;	/* the last 64 KiB, up to the largest offset */
 	const size_t src = data % MiB, dst = MiB + (data - 100) % MiB;
-	char why[256] = "ok";
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644), ok = 1;
-	ssize_t n;
+	char why[256];
+	off_t size;
+	ssize_t n, bad;
 
+	if (rig_fs(_metadata, r, &xfs_fs))
+		SKIP(return, "not on the spin rig: no block device with serial %s",
+		     xfs_fs.serial);
 	/*
 	 * The file's size is MAX_LFS_FILESIZE before the write, so that the
 	 * write does not extend it: a buffered write far beyond the end of an
 	 * xfs file zeroes up to it, which warns in iomap_zero_range() (upstream,
 	 * whoever writes).
 	 */
-	if (fd < 0 || ftruncate(fd, max)) {
-		ksft_test_result_fail("xfs: a file for the largest offsets: %s\n", strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
+	snprintf(r->path, sizeof(r->path), "%s/top", r->fs->dir);
+	r->fd = open(r->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, r->fd)
+		TH_LOG("xfs: a file for the largest offsets: %s", strerror(errno));
+	ASSERT_EQ(0, ftruncate(r->fd, max))
+		TH_LOG("xfs: a file for the largest offsets: %s", strerror(errno));
 	/*
 	 * Written from GPU memory (through the page cache: the range is not
 	 * aligned) up to the largest offset, then read back into GPU memory from 100 bytes
 	 * before the data (a hole) to the end.
 	 */
-	n = spin_gpu_fill(gpu, gmem + src, len, 7, data) ? -1 : pwrite(fd, gmem + src, len, data);
-	if (n != (ssize_t)len) {
-		snprintf(why, sizeof(why), "pwrite from GPU memory at %lld: %s", (long long)data,
-			 strerror(errno));
-		ok = 0;
-	}
-	if (ok && (lseek(fd, 0, SEEK_END) != max || spin_uncache(fd))) {
-		snprintf(why, sizeof(why),
-			 "size %lld, want %lld", (long long)lseek(fd, 0, SEEK_END),
-			 (long long)max);
-		ok = 0;
-	}
+	ASSERT_EQ(0, spin_gpu_fill(gpu, r->gmem + src, len, 7, data))
+		TH_LOG("the host could not write GPU memory");
+	n = pwrite(r->fd, r->gmem + src, len, data);
+	ASSERT_EQ((ssize_t)len, n)
+		TH_LOG("pwrite from GPU memory at %lld: %zd (%s)", (long long)data, n,
+		       strerror(errno));
+	size = lseek(r->fd, 0, SEEK_END);
+	EXPECT_EQ(max, size) TH_LOG("size %lld, want %lld", (long long)size, (long long)max);
+	ASSERT_EQ(0, spin_uncache(r->fd))
+		TH_LOG("dropping the file's pages: %s", strerror(errno));
 	/* The file by CPU reads first: did the write land right? */
-	if (ok && pread(fd, host, len + 100, data - 100) != (ssize_t)(len + 100)) {
-		snprintf(why, sizeof(why), "CPU pread at %lld: %s", (long long)(data - 100),
-			 strerror(errno));
-		ok = 0;
-	}
-	if (ok && spin_pattern_check(host + 100, data, len, 7) >= 0) {
-		snprintf(why, sizeof(why), "CPU read: the file's byte %lld is wrong",
-			 (long long)(data + spin_pattern_check(host + 100, data, len, 7)));
-		ok = 0;
-	}
-	if (ok && spin_uncache(fd))
-		ok = 0;
-	n = ok ? pread(fd, gmem + dst, len + 100, data - 100) : 0;
-	if (ok && n != (ssize_t)(len + 100)) {
-		snprintf(why, sizeof(why), "pread into GPU memory at %lld: %zd (%s)",
-			 (long long)(data - 100), n, strerror(errno));
-		ok = 0;
-	}
-	if (ok && spin_gpu_check(gpu, gmem + dst + 100, len, 7, data, why, sizeof(why)))
-		ok = 0;
-	if (ok && (pread(fd, host, 100, data - 100) != 100 || host[0] || host[99])) {
-		snprintf(why, sizeof(why), "the hole before the data is not zero");
-		ok = 0;
-	}
-	ksft_test_result(ok,
-			 "xfs: a write from and a read into GPU memory ending at MAX_LFS_FILESIZE (%s)\n",
-			 why);
-	close(fd);
-	unlink(path);
+	ASSERT_EQ((ssize_t)(len + 100), pread(r->fd, r->host, len + 100, data - 100))
+		TH_LOG("CPU pread at %lld: %s", (long long)(data - 100), strerror(errno));
+	bad = spin_pattern_check(r->host + 100, data, len, 7);
+	EXPECT_GT(0, bad)
+		TH_LOG("CPU read: the file's byte %lld is wrong", (long long)(data + bad));
+	ASSERT_EQ(0, spin_uncache(r->fd))
+		TH_LOG("dropping the file's pages: %s", strerror(errno));
+	n = pread(r->fd, r->gmem + dst, len + 100, data - 100);
+	ASSERT_EQ((ssize_t)(len + 100), n)
+		TH_LOG("pread into GPU memory at %lld: %zd (%s)", (long long)(data - 100), n,
+		       strerror(errno));
+	EXPECT_EQ(0, spin_gpu_check(gpu, r->gmem + dst + 100, len, 7, data, why, sizeof(why)))
+		TH_LOG("pread into GPU memory: %s", why);
+	ASSERT_EQ(100, pread(r->fd, r->host, 100, data - 100))
+		TH_LOG("CPU pread of the hole at %lld: %s", (long long)(data - 100),
+		       strerror(errno));
+	EXPECT_EQ(0, r->host[0])
+		TH_LOG("the hole before the data is not zero: its first byte is %#x", r->host[0]);
+	EXPECT_EQ(0, r->host[99])
+		TH_LOG("the hole before the data is not zero: its last byte is %#x", r->host[99]);
 }
 
 /* ---- 2. internal failures fall back ------------------------------------------ */
@@ -128,195 +214,128 @@ static int fail_plan(int times)
 	return spin_fault_times(FAIL_DIR, times);
 }
 
-static void test_internal(void)
+/*
+ * A routed read whose planning fails returns the bytes by page-cache copy,
+ * counted in fallback_internal.
+ */
+TEST_F_TIMEOUT(robust, xfs_planning_failure_falls_back, TIMEOUT)
 {
-	const char *path = "/mnt/rb-xfs/f";
+	struct rig *r = &self->r;
 	const size_t len = 4 * MiB;
 	long long int0, int1, p0, p1;
-	char why[256] = "ok";
-	int fd, ok = 1;
+	char why[256];
+	int ret, e;
 	ssize_t n;
 
-	if (access(FAIL_DIR, F_OK)) {
-		ksft_test_result_fail("%s is absent: this test needs the debug kernel\n", FAIL_DIR);
-		ksft_test_result_fail("internal failure of a write: not run\n");
-		return;
-	}
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	spin_pattern_fill(host, 0, len, 8);
-	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || spin_uncache(fd)) {
-		ksft_test_result_fail("internal failures: setup: %s\n", strerror(errno));
-		ksft_test_result_fail("internal failure of a write: not run\n");
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
+	if (rig_fs(_metadata, r, &xfs_fs))
+		SKIP(return, "not on the spin rig: no block device with serial %s",
+		     xfs_fs.serial);
+	ASSERT_EQ(0, access(FAIL_DIR, F_OK))
+		TH_LOG("%s is absent: this test needs the debug kernel", FAIL_DIR);
+	pattern_file(_metadata, r, r->fs->dir, "f", len, 8);
 	/* An uncached read the router would send by P2P: its first planning fails. */
 	int0 = spin_stat_get(GSTAT, "fallback_internal");
 	p0 = spin_stat_get(GSTAT, "bytes_pagecache");
-	if (fail_plan(1)) {
-		snprintf(why, sizeof(why), "%s: %s", FAIL_DIR, strerror(errno));
-		ok = 0;
-	}
-	n = ok ? pread(fd, gmem + 3000, len - 5000, 3000) : 0;
+	ret = fail_plan(1);
+	e = errno;
+	n = ret ? 0 : pread(r->fd, r->gmem + 3000, len - 5000, 3000);
+	if (!ret)
+		e = errno;
 	fail_plan(0);
 	int1 = spin_stat_get(GSTAT, "fallback_internal");
 	p1 = spin_stat_get(GSTAT, "bytes_pagecache");
-	if (ok && n != (ssize_t)(len - 5000)) {
-		snprintf(why, sizeof(why), "pread: %zd (%s)", n, strerror(errno));
-		ok = 0;
-	}
-	if (ok && spin_gpu_check(gpu, gmem + 3000, len - 5000, 8, 3000, why, sizeof(why)))
-		ok = 0;
+	ASSERT_EQ(0, ret) TH_LOG("%s: %s", FAIL_DIR, strerror(e));
+	ASSERT_EQ((ssize_t)(len - 5000), n) TH_LOG("pread: %zd (%s)", n, strerror(e));
+	EXPECT_EQ(0, spin_gpu_check(gpu, r->gmem + 3000, len - 5000, 8, 3000, why, sizeof(why)))
+		TH_LOG("pread into GPU memory: %s", why);
 	/* The failed plan's chunk (8 MiB, so all of it) was copied. */
-	if (ok && (int1 - int0 != 1 || p1 - p0 != (long long)(len - 5000))) {
-		snprintf(why, sizeof(why), "fallback_internal +%lld, page-cache bytes +%lld",
-			 int1 - int0, p1 - p0);
-		ok = 0;
-	}
-	ksft_test_result(ok,
-			 "a routed read whose planning fails returns the bytes by page-cache copy, counted in fallback_internal (%s)\n",
-			 why);
-
-	close(fd);
-	unlink(path);
+	EXPECT_EQ(1, int1 - int0) TH_LOG("fallback_internal +%lld, want +1", int1 - int0);
+	EXPECT_EQ((long long)(len - 5000), p1 - p0)
+		TH_LOG("page-cache bytes +%lld, want +%zu", p1 - p0, len - 5000);
 }
 
 /* ---- 6. the per-mm gate: a forked child is routed too ------------------------ */
 
-static void test_fork(void)
+/* A forked child's read into its inherited GPU mapping is routed. */
+TEST_F_TIMEOUT(robust, ext4_forked_child_routed, TIMEOUT)
 {
-	const char *path = "/mnt/rb-ext4/fork";
+	struct rig *r = &self->r;
 	const size_t len = 4 * MiB;
 	long long p0, p1;
-	char why[256] = "ok";
-	int fd, status = -1, ok = 1;
+	int status = -1;
+	char why[256];
 	pid_t child;
 
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	spin_pattern_fill(host, 0, len, 12);
-	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || spin_uncache(fd)) {
-		ksft_test_result_fail("fork: setup: %s\n", strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
+	if (rig_fs(_metadata, r, &ext4_fs))
+		SKIP(return, "not on the spin rig: no block device with serial %s",
+		     ext4_fs.serial);
+	pattern_file(_metadata, r, r->fs->dir, "fork", len, 12);
 	/*
 	 * Only processes that mapped p2pdma memory are looked at (MMF_P2PDMA):
 	 * a child inherits the mapping, and must inherit the mark with it.
 	 */
 	p0 = spin_stat_get(GSTAT, "bytes_p2p");
 	child = fork();
+	ASSERT_LE(0, child) TH_LOG("fork: %s", strerror(errno));
 	if (child == 0)
-		_exit(pread(fd, gmem, len, 0) == (ssize_t)len ? 0 : 1);
+		_exit(pread(r->fd, r->gmem, len, 0) == (ssize_t)len ? 0 : 1);
 	waitpid(child, &status, 0);
 	p1 = spin_stat_get(GSTAT, "bytes_p2p");
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		snprintf(why, sizeof(why), "the child's pread failed");
-		ok = 0;
-	}
-	if (ok && spin_gpu_check(gpu, gmem, len, 12, 0, why, sizeof(why)))
-		ok = 0;
-	if (ok && p1 - p0 <= 0) {
-		snprintf(why, sizeof(why), "no P2P bytes: the child's read was not routed");
-		ok = 0;
-	}
-	ksft_test_result(ok,
-			 "a forked child's read into its inherited GPU mapping is routed (%lld P2P bytes; %s)\n",
-			 p1 - p0, why);
-	close(fd);
-	unlink(path);
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("the child did not exit: status %#x", status);
+	ASSERT_EQ(0, WEXITSTATUS(status)) TH_LOG("the child's pread failed");
+	EXPECT_EQ(0, spin_gpu_check(gpu, r->gmem, len, 12, 0, why, sizeof(why)))
+		TH_LOG("the child's read into GPU memory: %s", why);
+	EXPECT_LT(0, p1 - p0) TH_LOG("no P2P bytes: the child's read was not routed");
+	TH_LOG("%lld P2P bytes", p1 - p0);
 }
 
 /* ---- 5. overlayfs: routed once ------------------------------------------------ */
 
-static void test_overlay(void)
+/*
+ * overlayfs over ext4: a read and a write with GPU memory are routed once,
+ * at the overlay file.
+ */
+TEST_F_TIMEOUT(robust, ext4_overlayfs_routed_once, TIMEOUT)
 {
 	const char *lower = "/mnt/rb-ext4/lower", *upper = "/mnt/rb-ext4/upper",
-		   *work = "/mnt/rb-ext4/work", *merged = "/mnt/rb-ovl";
-	char opts[256], why[256] = "ok", path[PATH_MAX];
+		   *work = "/mnt/rb-ext4/work";
+	struct rig *r = &self->r;
+	char opts[256], why[256];
 	long long r0, r1, w0, w1, nb0, nb1;
 	const size_t len = MiB;
-	int fd, ok = 1;
 
+	if (rig_fs(_metadata, r, &ext4_fs))
+		SKIP(return, "not on the spin rig: no block device with serial %s",
+		     ext4_fs.serial);
 	mkdir(lower, 0755);
 	mkdir(upper, 0755);
 	mkdir(work, 0755);
 	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
-	if (spin_mount("overlay", merged, "overlay", 0, opts)) {
-		ksft_test_result_fail("overlayfs: mount: %s\n", strerror(errno));
-		return;
-	}
-	snprintf(path, sizeof(path), "%s/f", merged);
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	spin_pattern_fill(host, 0, len, 10);
-	if (fd < 0 || pwrite(fd, host, len, 0) != (ssize_t)len || spin_uncache(fd)) {
-		ksft_test_result_fail("overlayfs: setup: %s\n", strerror(errno));
-		goto out;
-	}
+	ASSERT_EQ(0, spin_mount("overlay", OVL, "overlay", 0, opts))
+		TH_LOG("overlayfs: mount: %s", strerror(errno));
+	r->over = OVL;
+	pattern_file(_metadata, r, OVL, "f", len, 10);
 	r0 = spin_stat_get(GSTAT, "requests");
 	nb0 = spin_stat_get(GSTAT, "fallback_no_bdev");
 	w0 = spin_stat_get(GSTAT, "write_requests");
-	if (pread(fd, gmem, len, 0) != (ssize_t)len ||
-	    spin_gpu_check(gpu, gmem, len, 10, 0, why, sizeof(why))) {
-		if (!strcmp(why, "ok"))
-			snprintf(why, sizeof(why), "pread: %s", strerror(errno));
-		ok = 0;
-	}
-	if (ok && (spin_gpu_fill(gpu, gmem, len, 11, 0) ||
-		   pwrite(fd, gmem, len, 0) != (ssize_t)len)) {
-		snprintf(why, sizeof(why), "pwrite: %s", strerror(errno));
-		ok = 0;
-	}
+	ASSERT_EQ((ssize_t)len, pread(r->fd, r->gmem, len, 0)) TH_LOG("pread: %s", strerror(errno));
+	EXPECT_EQ(0, spin_gpu_check(gpu, r->gmem, len, 10, 0, why, sizeof(why)))
+		TH_LOG("pread into GPU memory: %s", why);
+	ASSERT_EQ(0, spin_gpu_fill(gpu, r->gmem, len, 11, 0))
+		TH_LOG("the host could not write GPU memory");
+	ASSERT_EQ((ssize_t)len, pwrite(r->fd, r->gmem, len, 0))
+		TH_LOG("pwrite: %s", strerror(errno));
 	r1 = spin_stat_get(GSTAT, "requests");
 	nb1 = spin_stat_get(GSTAT, "fallback_no_bdev");
 	w1 = spin_stat_get(GSTAT, "write_requests");
-	if (ok && (r1 - r0 != 1 || nb1 - nb0 != 1 || w1 - w0 != 1)) {
-		snprintf(why, sizeof(why),
-			 "read requests +%lld (no_bdev +%lld), write requests +%lld; want +1 each",
-			 r1 - r0, nb1 - nb0, w1 - w0);
-		ok = 0;
-	}
-	if (ok && (spin_uncache(fd) || pread(fd, host, len, 0) != (ssize_t)len ||
-		   spin_pattern_check(host, 0, len, 11) >= 0)) {
-		snprintf(why, sizeof(why), "the file does not hold the written bytes");
-		ok = 0;
-	}
-	ksft_test_result(ok,
-			 "overlayfs over ext4: a read and a write with GPU memory are routed once, at the overlay file (%s)\n",
-			 why);
-out:
-	if (fd >= 0)
-		close(fd);
-	if (spin_umount(merged))
-		ksft_print_msg("umount %s: %s\n", merged, strerror(errno));
+	EXPECT_EQ(1, r1 - r0) TH_LOG("read requests +%lld, want +1", r1 - r0);
+	EXPECT_EQ(1, nb1 - nb0) TH_LOG("fallback_no_bdev +%lld, want +1", nb1 - nb0);
+	EXPECT_EQ(1, w1 - w0) TH_LOG("write requests +%lld, want +1", w1 - w0);
+	ASSERT_EQ(0, spin_uncache(r->fd)) TH_LOG("dropping the file's pages: %s", strerror(errno));
+	ASSERT_EQ((ssize_t)len, pread(r->fd, r->host, len, 0))
+		TH_LOG("CPU pread: %s", strerror(errno));
+	EXPECT_GT(0, spin_pattern_check(r->host, 0, len, 11))
+		TH_LOG("the file does not hold the written bytes");
 }
 
-int main(void)
-{
-	struct spin_fs xfs = SPIN_FS_XFS("/mnt/rb-xfs", 0);
-	struct spin_fs ext4 = SPIN_FS_EXT4("/mnt/rb-ext4", 0);
-	int heap, buf;
-
-	ksft_print_header();
-	ksft_set_plan(4);
-	signal(SIGXFSZ, SIG_IGN);
-	SPIN_GPU_SETUP_OR_EXIT(gpu, GPU_LEN, &gmem, &heap, &buf, 8 * MiB, &host);
-
-	SPIN_FS_SETUP_OR_EXIT(&xfs, 0);
-	test_top();
-	test_internal();
-	if (spin_fs_unmount(&xfs))
-		ksft_print_msg("umount %s: %s\n", xfs.dir, strerror(errno));
-
-	SPIN_FS_SETUP_OR_EXIT(&ext4, 0);
-	test_fork();
-	test_overlay();
-	if (spin_fs_unmount(&ext4))
-		ksft_print_msg("umount %s: %s\n", ext4.dir, strerror(errno));
-
-	munmap(gmem, GPU_LEN);
-	close(buf);
-	close(heap);
-	ksft_finished();
-}
+TEST_HARNESS_MAIN
