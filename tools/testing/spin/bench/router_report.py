@@ -101,6 +101,8 @@ def classify(c, ra):
     """(goal name, threshold or None) of a cell."""
     if c["res"] == 50 and c["mixed"] >= 0.5:
         return "mixed residency", GOAL_MIXED
+    if c["res"] in (25, 75) and c["mixed"] >= 0.5:
+        return "mixed residency, 25 and 75%", GOAL_BEST
     if c["kind"] == "rand":
         return "random", GOAL_BEST
     if ra is not None and c["size"] >= ra:
@@ -356,10 +358,10 @@ def plot(d, nospin, ra, path):
     if not cells:
         return False
     fig, axes = plt.subplots(2, 2, figsize=(15, 10))
-    colors = {0: "tab:blue", 50: "tab:orange", 100: "tab:green"}
+    colors = {0: "tab:blue", 25: "tab:cyan", 50: "tab:orange", 75: "tab:red", 100: "tab:green"}
     for ax, kind, title in ((axes[0][0], "seq", "Sequential reads"),
                             (axes[0][1], "rand", "Random reads")):
-        for res in (0, 50, 100):
+        for res in sorted(colors):
             cs = sorted((c for c in cells if c["kind"] == kind and c["res"] == res),
                         key=lambda c: c["size"])
             if cs:
@@ -378,7 +380,7 @@ def plot(d, nospin, ra, path):
         ax.legend(fontsize=8)
     ax = axes[1][0]
     for kind, style in (("seq", "o-"), ("rand", "s--")):
-        for res in (0, 50, 100):
+        for res in sorted(colors):
             cs = sorted((c for c in cells if c["kind"] == kind and c["res"] == res),
                         key=lambda c: c["size"])
             if cs:
