@@ -20,7 +20,9 @@ host, so guest tests verify what a GPU would see (protocol in gpu_agent.py).
 A watchdog ends a guest that does not finish in time; the run then fails with that reason.
 A boot stall (nothing new on the console for SPIN_VM_BOOT_STALL seconds, default 300, before
 the guest's first result) is different: QEMU's vCPU registers are saved in stall-N.txt, the
-console in console.stall-N.log, and the guest boots once more.
+console in console.stall-N.log, and the guest boots once more. So does a QEMU that dies by a
+signal before the guest's first result (an emulator crash: a guest that panics makes QEMU exit
+normally): its output is kept in qemu.crash-N.log, the console in console.crash-N.log.
 """
 
 import argparse
@@ -325,8 +327,20 @@ def main():
     for attempt in range(1, BOOTS + 1):
         left = a.timeout - (time.time() - start)
         qemu_out, rc, timed_out, stalled = boot(a, out, attempt, start, left)
-        if not stalled or attempt == BOOTS:
+        results = os.path.join(out, "results.log")
+        crashed = (rc is not None and rc < 0 and not timed_out and not stalled and
+                   (not os.path.exists(results) or os.path.getsize(results) == 0))
+        if not (stalled or crashed) or attempt == BOOTS:
             break
+        if crashed:
+            with open(os.path.join(out, f"qemu.crash-{attempt}.log"), "w") as f:
+                f.write(qemu_out)
+            if os.path.exists(os.path.join(out, "console.log")):
+                os.replace(os.path.join(out, "console.log"),
+                           os.path.join(out, f"console.crash-{attempt}.log"))
+            log(f"EMULATOR CRASH: QEMU died by signal {-rc} before the guest's first result "
+                f"(its output in qemu.crash-{attempt}.log); booting once more")
+            continue
         log(f"BOOT STALL: nothing new on the console for {BOOT_STALL} s before the first "
             f"result (registers in stall-{attempt}.txt); booting once more")
     elapsed = time.time() - start
