@@ -279,7 +279,7 @@ series: tree
 series-check: series
 	@$(KTREE) check --out $(BUILD)/series
 
-## series-bisect: build every prefix of the series (production config; hours on 2 cores)
+## series-bisect: build every prefix of the series (production config; about 2 h on 2 cores)
 series-bisect: tree
 	@$(SCRIPTS)/series-bisect.sh
 
