@@ -53,7 +53,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -306,38 +305,25 @@ static void prof_drain(struct prof *p)
  * mm_filemap_add_to_page_cache event: how large read-ahead's folios are in
  * each mode. Marks the profile as incomplete if the trace buffer overflowed.
  */
+static const char *const add_event[] = { "filemap/mm_filemap_add_to_page_cache" };
+
 static void orders_begin(void)
 {
-	if (access(TRACING "/trace", F_OK) && mount("nodev", TRACING, "tracefs", 0, NULL))
-		die("mounting tracefs: %s", strerror(errno));
-	int fd;
+	int ret = bench_trace_on(add_event, 1, 32768);
 
-	if (spin_write_file(TRACING "/tracing_on", "0") ||
-	    spin_write_file(TRACING "/buffer_size_kb", "32768"))
-		die("tracefs: %s", strerror(errno));
-	/* Opening the buffer with O_TRUNC empties it. */
-	fd = open(TRACING "/trace", O_WRONLY | O_TRUNC);
-	if (fd < 0 || close(fd) || spin_write_file(ADD_EVENT, "1") ||
-	    spin_write_file(TRACING "/tracing_on", "1"))
-		die("tracefs: %s", strerror(errno));
+	if (ret)
+		die("tracefs: %s", strerror(-ret));
 }
 
 static void orders_end(struct prof *p)
 {
 	char line[512], *o;
-	FILE *f;
+	FILE *f = bench_trace_off(add_event, 1);
 
-	spin_write_file(TRACING "/tracing_on", "0");
-	spin_write_file(ADD_EVENT, "0");
-	f = fopen(TRACING "/trace", "r");
 	if (!f)
 		die("tracefs: %s", strerror(errno));
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long in, written;
-
-		if (sscanf(line, "# entries-in-buffer/entries-written: %lu/%lu", &in,
-			   &written) == 2 && in < written)
-			p->lost = 1;
+		p->lost |= bench_trace_lost(line);
 		if (line[0] == '#')
 			continue;
 		o = strstr(line, " order=");

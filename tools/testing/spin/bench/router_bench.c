@@ -398,17 +398,25 @@ static void set_residency(int res, off_t lo, off_t hi)
 }
 
 /* Percentage of the pages of [lo, hi) in the page cache (mincore()). */
-static double residency(off_t lo, off_t hi)
+/* mincore() of the file's pages [lo, hi), malloc()'ed: bit 0 set if resident. */
+static unsigned char *resident_pages(off_t lo, off_t hi)
 {
-	size_t pages = (hi - lo) / 4096, in = 0;
-	unsigned char *vec = malloc(pages);
+	unsigned char *vec = malloc((hi - lo) / 4096);
 	void *p = mmap(NULL, hi - lo, PROT_READ, MAP_SHARED, setup_fd, lo);
 
 	if (!vec || p == MAP_FAILED || mincore(p, hi - lo, vec))
 		die("mincore: %s", strerror(errno));
+	munmap(p, hi - lo);
+	return vec;
+}
+
+static double residency(off_t lo, off_t hi)
+{
+	size_t pages = (hi - lo) / 4096, in = 0;
+	unsigned char *vec = resident_pages(lo, hi);
+
 	for (size_t i = 0; i < pages; i++)
 		in += vec[i] & 1;
-	munmap(p, hi - lo);
 	free(vec);
 	return 100.0 * in / pages;
 }
@@ -1186,12 +1194,9 @@ static const char *const replay_events[] = {
 static void print_residency(void)
 {
 	size_t pages = file_len / 4096, run;
-	unsigned char *vec = malloc(pages);
-	void *p = mmap(NULL, file_len, PROT_READ, MAP_SHARED, setup_fd, 0);
+	unsigned char *vec = resident_pages(0, file_len);
 	const char *sep = "";
 
-	if (!vec || p == MAP_FAILED || mincore(p, file_len, vec))
-		die("mincore: %s", strerror(errno));
 	printf(" resident=");
 	for (size_t i = 0; i < pages; i += run) {
 		int in = vec[i] & 1;
@@ -1202,7 +1207,6 @@ static void print_residency(void)
 		sep = ",";
 	}
 	printf("\n");
-	munmap(p, file_len);
 	free(vec);
 }
 

@@ -210,7 +210,9 @@ impl Residency {
                 ("u", n) => (false, n),
                 _ => return Err(format!("bad residency run {run:?}")),
             };
-            let n: usize = n.parse().map_err(|_| format!("bad residency run {run:?}"))?;
+            let n: usize = n
+                .parse()
+                .map_err(|_| format!("bad residency run {run:?}"))?;
             pages.resize(pages.len() + n, cached);
         }
         Ok(Self(pages))
@@ -308,6 +310,17 @@ struct Cell {
     issued: usize,
 }
 
+impl Cell {
+    /// The cell's kind as the report names it.
+    fn kind(&self) -> &'static str {
+        if self.sequential {
+            "sequential"
+        } else {
+            "random"
+        }
+    }
+}
+
 /// `key=value` of a line of space-separated pairs.
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace()
@@ -334,7 +347,9 @@ fn parse(text: &str) -> Result<Vec<Cell>, String> {
             }
             let kind = field(rest, "kind").ok_or("rp-cell without kind=")?;
             cur = Some(Cell {
-                device: field(rest, "device").ok_or("rp-cell without device=")?.into(),
+                device: field(rest, "device")
+                    .ok_or("rp-cell without device=")?
+                    .into(),
                 sequential: match kind {
                     "seq" => true,
                     "rand" => false,
@@ -393,7 +408,11 @@ fn replay(dev: &Device, cell: &Cell) -> (f64, f64, f64) {
                     w.p2p += len;
                     w.p2p_cmds += dev.cmds(len);
                 }
-                Event::Segment { pos, len, p2p: false } => {
+                Event::Segment {
+                    pos,
+                    len,
+                    p2p: false,
+                } => {
                     res_auto.copy(dev, &mut w, pos, len);
                 }
                 Event::Readahead { start, nr } => {
@@ -449,7 +468,7 @@ fn report(dev: &Device, cells: &[&Cell], out: &mut String) -> Result<bool, Strin
         if cell.requests.len() != cell.issued {
             return Err(format!(
                 "{} {} {}%: the trace holds {} of {} requests (trace buffer too small?)",
-                if cell.sequential { "seq" } else { "rand" },
+                cell.kind(),
                 cell.size,
                 cell.res,
                 cell.requests.len(),
@@ -478,7 +497,7 @@ fn report(dev: &Device, cells: &[&Cell], out: &mut String) -> Result<bool, Strin
         let _ = writeln!(
             out,
             "| {} | {} | {}% | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0}% |",
-            if cell.sequential { "sequential" } else { "random" },
+            cell.kind(),
             human(cell.size),
             cell.res,
             cell.requests.len(),
@@ -587,7 +606,11 @@ mod tests {
     fn knobs_are_valid_kernel_models() {
         for d in &DEVICES {
             let k = d.knobs();
-            assert!(Params::new(PAGE as u32, k[0], k[1], k[2], k[3]).is_ok(), "{}", d.name);
+            assert!(
+                Params::new(PAGE as u32, k[0], k[1], k[2], k[3]).is_ok(),
+                "{}",
+                d.name
+            );
         }
     }
 
