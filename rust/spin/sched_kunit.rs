@@ -212,4 +212,19 @@ mod tests {
     fn readahead_same_page() -> Result<(), CaseError> {
         report(cases::readahead_same_page())
     }
+
+    #[test]
+    fn readahead_streaming_rule() -> Result<(), CaseError> {
+        report(cases::readahead_streaming_rule())
+    }
+
+    #[test]
+    fn readahead_ahead_wins() -> Result<(), CaseError> {
+        report(cases::readahead_ahead_wins())
+    }
+
+    #[test]
+    fn readahead_leg_fits() -> Result<(), CaseError> {
+        report(cases::readahead_leg_fits())
+    }
 }

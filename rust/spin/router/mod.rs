@@ -362,6 +362,10 @@ struct Ctx<'r, 'a> {
     /// The GPU read-ahead partition's limit, read once per request; 0 unless GPU read-ahead
     /// is on for the request.
     limit: u64,
+    /// The request continues a stream that the page cache reads ahead for
+    /// ([`sched::readahead::streaming`]), with GPU read-ahead on: a chunk is read through the
+    /// page cache with read-ahead where that beats its schedule ([`plan_chunk`]).
+    ahead: bool,
     bytes_pc: u64,
     bytes_p2p: u64,
     segs: u32,
@@ -552,6 +556,18 @@ impl Ctx<'_, '_> {
         r.map(|(n, _)| n)
     }
 
+    /// Whether a chunk of `pages` pages, `cached` of them resident, whose schedule takes
+    /// `planned`, is read faster through the page cache with read-ahead
+    /// ([`sched::readahead::ahead_wins`]), and fits the partition's bound
+    /// ([`sched::readahead::leg_fits`]). Only for a request that continues a stream
+    /// ([`Ctx::ahead`]).
+    fn ahead_wins(&self, pages: u32, cached: u64, planned: sched::Picos) -> bool {
+        let pages = u64::from(pages);
+        self.ahead
+            && sched::readahead::ahead_wins(&self.params.model(), pages, cached, planned)
+            && sched::readahead::leg_fits(&self.stream, self.req.io_pages(), pages, self.limit)
+    }
+
     /// Schedules a read that may go by P2P. In `auto` mode one below
     /// [`sched::Params::copy_first_max`] (`S_cutoff`, or what is copied in an eighth of
     /// `C_p2p`) first copies what is cached from its start, with no I/O and no plan: a request
@@ -638,6 +654,8 @@ fn route_gpu(
     }
     account.request(reason);
     let sync = info.reads_exclude_writes && state::atomic_reads();
+    let ahead =
+        ra && reason == Fallback::None && sched::readahead::streaming(&stream, pos as u64, page);
     let mut ctx = Ctx {
         req,
         params: if sync { params.serial() } else { params },
@@ -648,6 +666,7 @@ fn route_gpu(
         ra: ra && reason == Fallback::None,
         stream,
         limit,
+        ahead,
         bytes_pc: 0,
         bytes_p2p: 0,
         segs: 0,
@@ -942,12 +961,17 @@ fn plan_chunk(
                 // only copied, head and tail included, in one leg.
                 return Ok(Plan::Copy);
             }
-            if cached == 0 {
-                Some(Path::P2p)
+            let model = ctx.params.model();
+            let planned = if cached == 0 {
+                model.device(model.t_p2p(u64::from(pages)), true)
             } else {
-                schedule(&ctx.params, pages, bits, &mut segs)?;
-                None
+                schedule(&ctx.params, pages, bits, &mut segs)?
+            };
+            if ctx.ahead_wins(pages, cached, planned) {
+                ctx.account.ahead();
+                return Ok(Plan::Copy);
             }
+            (cached == 0).then_some(Path::P2p)
         }
     };
     let mut one = [Segment::EMPTY; 1];
@@ -1079,13 +1103,13 @@ fn legs_done(legs: &[Leg], outcome: &[Option<Result<usize>>]) -> Result<usize> {
     Ok(done)
 }
 
-/// Schedules `pages` pages of residency `bits` (mixed: some cached, some not) into `segs`.
+/// Schedules `pages` pages of residency `bits` into `segs`; returns the schedule's makespan.
 fn schedule(
     params: &sched::Params,
     pages: u32,
     bits: &[usize],
     segs: &mut KVVec<Segment>,
-) -> Result {
+) -> Result<sched::Picos> {
     let mut lens = KVVec::from_elem(0u32, pages as usize, GFP_KERNEL)?;
     let mut builder = RunsBuilder::new(&mut lens);
     plan::push_bitmap(&mut builder, bits, pages).map_err(|_| EINVAL)?;
@@ -1094,11 +1118,10 @@ fn schedule(
     let mut gaps = KVVec::from_elem(0u32, sched::gap_scratch_len(&runs), GFP_KERNEL)?;
     segs.resize(runs.max_segments(), Segment::EMPTY, GFP_KERNEL)?;
     // The legs run overlapped (see `execute`): minimise the makespan.
-    let used = sched::overlap(params, &runs, segs, &mut scratch, &mut gaps)
+    let schedule = sched::overlap(params, &runs, segs, &mut scratch, &mut gaps)
         .map_err(|_| EINVAL)?
-        .schedule
-        .segments
-        .len();
+        .schedule;
+    let (used, cost) = (schedule.segments.len(), schedule.cost);
     segs.truncate(used);
-    Ok(())
+    Ok(cost)
 }

@@ -197,6 +197,7 @@ pub(crate) struct Counters {
     ra_pages: Atomic<u64>,
     cached: Atomic<u64>,
     pipelined: Atomic<u64>,
+    ahead: Atomic<u64>,
     writes: Flow,
 }
 
@@ -209,6 +210,7 @@ impl Counters {
             ra_pages: Atomic::new(0),
             cached: Atomic::new(0),
             pipelined: Atomic::new(0),
+            ahead: Atomic::new(0),
             writes: Flow::new(),
         }
     }
@@ -227,6 +229,7 @@ impl Counters {
         writeln!(f, "ra_pages_prefetched {}", v(&self.ra_pages))?;
         writeln!(f, "cached_requests {}", v(&self.cached))?;
         writeln!(f, "pipelined_chunks {}", v(&self.pipelined))?;
+        writeln!(f, "ahead_chunks {}", v(&self.ahead))?;
         self.writes.show(f, "write_", &[], false)
     }
 }
@@ -258,6 +261,12 @@ impl Account {
     /// A chunk's P2P legs were started while the chunk before it was still being read.
     pub(crate) fn pipelined(&self) {
         self.each(|c| c.pipelined.add(1, Relaxed));
+    }
+
+    /// A chunk of a stream was read through the page cache with read-ahead, which beat its
+    /// schedule.
+    pub(crate) fn ahead(&self) {
+        self.each(|c| c.ahead.add(1, Relaxed));
     }
 
     fn each(&self, f: impl Fn(&Counters)) {
@@ -575,6 +584,7 @@ mod tests {
         assert!(text.contains("\nfallback_no_bdev 0\n"));
         assert!(text.contains("\nfallback_io_error 0\n"));
         assert!(text.contains("\nra_pages_prefetched 0\ncached_requests 0\npipelined_chunks 0\n"));
+        assert!(text.contains("\npipelined_chunks 0\nahead_chunks 0\nwrite_requests 0\n"));
         assert!(text.contains("\nwrite_fallback_append 2\n"));
         assert!(!text.contains("\nfallback_append"));
         assert!(!text.contains("\nfallback_split"));
@@ -583,6 +593,6 @@ mod tests {
         assert!(text.ends_with("write_fallback_split 0\nwrite_fallback_io_error 0\n"));
         assert!(!text.contains("write_fallback_internal"));
         assert!(!text.contains("fallback_none"));
-        assert_eq!(text.lines().count(), 17 + 8 + 9);
+        assert_eq!(text.lines().count(), 17 + 9 + 9);
     }
 }

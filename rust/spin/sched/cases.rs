@@ -124,6 +124,9 @@ pub const CASES: &[Case] = &[
     ("readahead_leg_in_window", readahead_leg_in_window),
     ("readahead_bridge_range", readahead_bridge_range),
     ("readahead_same_page", readahead_same_page),
+    ("readahead_streaming_rule", readahead_streaming_rule),
+    ("readahead_ahead_wins", readahead_ahead_wins),
+    ("readahead_leg_fits", readahead_leg_fits),
 ];
 
 fn gen4() -> Result<Params, CaseError> {
@@ -132,6 +135,18 @@ fn gen4() -> Result<Params, CaseError> {
 
 fn paper() -> Result<Params, CaseError> {
     Ok(ok!(Params::paper()))
+}
+
+/// A PCIe 5 drive beside a GPU whose copy is slower than the drive: `S_cutoff` 0, `C_p2p`
+/// 52 us, `BW_p2p` 13 GB/s, `BW_pc` 10.4 GB/s (315 and 394 ns per page).
+fn copy_slower() -> Result<Params, CaseError> {
+    Ok(ok!(Params::new(
+        4096,
+        0,
+        52_000,
+        13_000_000_000,
+        10_400_000_000
+    )))
 }
 
 /// Paper and Gen4 sets are valid and their models have the expected terms.
@@ -1219,5 +1234,96 @@ pub fn readahead_bridge_range() -> Result<(), CaseError> {
     check!(readahead::bridge_lead(32, 20) == 20);
     check!(readahead::bridge_lead(0, 128) == 0);
     check!(readahead::bridge_lead(u32::MAX, u64::MAX) == u32::MAX);
+    Ok(())
+}
+
+/// A stream the page cache reads ahead for: read-ahead on, no random advice, sequential.
+pub fn readahead_streaming_rule() -> Result<(), CaseError> {
+    let s = Stream {
+        prev_pos: 1 << 20,
+        ra_pages: 32,
+        random: false,
+        ra_start: 0,
+        ra_size: 0,
+    };
+    check!(readahead::streaming(&s, 1 << 20, 4096));
+    check!(readahead::streaming(&s, (1 << 20) + 4096, 4096));
+    check!(!readahead::streaming(&s, (1 << 20) + 8192, 4096));
+    check!(readahead::streaming(&Stream { prev_pos: -1, ..s }, 0, 4096));
+    check!(!readahead::streaming(
+        &Stream { prev_pos: -1, ..s },
+        4096,
+        4096
+    ));
+    check!(!readahead::streaming(
+        &Stream { random: true, ..s },
+        1 << 20,
+        4096
+    ));
+    check!(!readahead::streaming(
+        &Stream { ra_pages: 0, ..s },
+        1 << 20,
+        4096
+    ));
+    // P-readahead is the streaming reads below the window.
+    check!(readahead::prefetch(&s, 1 << 20, (128 << 10) - 1, 4096));
+    check!(!readahead::prefetch(&s, 1 << 20, 128 << 10, 4096));
+    Ok(())
+}
+
+/// Read-ahead beats P2P for an uncached stream wherever copying is not slower than the device,
+/// below the size where the copy's extra time reaches `C_p2p` where it is, and loses to a
+/// schedule that overlaps a large cached part with the P2P of the rest.
+pub fn readahead_ahead_wins() -> Result<(), CaseError> {
+    let g = gen4()?.model();
+    for n in [1u64, 32, 33, 512, 2048, 1 << 20] {
+        let planned = g.device(g.t_p2p(n), true);
+        check!(readahead::ahead_makespan(&g, n, 0) == n * g.a());
+        check!(readahead::ahead_wins(&g, n, 0, planned));
+    }
+    check!(!readahead::ahead_wins(&g, 0, 0, 0));
+    // Copy-bound when half is cached: max(512 * 410 ns, 256 * 630 ns).
+    check!(readahead::ahead_makespan(&g, 512, 256) == 512 * g.pc());
+    check!(readahead::ahead_makespan(&g, 512, 512) == 512 * g.pc());
+    // Half of 512 pages cached: the schedule's P2P leg of 256 pages (80 us + 141 us) is
+    // longer than copying all 512 (210 us); half of 2048 cached: the split (705 us) beats
+    // copying all (839 us).
+    for (pages, wins) in [(512u32, true), (2048, false)] {
+        let lens = [pages / 2, pages / 2];
+        let runs = ok!(Runs::new(true, &lens));
+        let (mut ws, mut gaps) = ([Slot::EMPTY; 8], [0u32; 8]);
+        let mut out = [Segment::EMPTY; 8];
+        let o = ok!(overlap(&gen4()?, &runs, &mut out, &mut ws, &mut gaps));
+        let planned = o.schedule.cost;
+        let n = u64::from(pages);
+        check!(readahead::ahead_wins(&g, n, n / 2, planned) == wins);
+    }
+    // A copy slower than the device: uncached reads up to about 660 pages (52 us over
+    // 79 ns per page) read ahead, larger ones go by P2P.
+    let m = copy_slower()?.model();
+    let uncached = |n: u64| readahead::ahead_wins(&m, n, 0, m.device(m.t_p2p(n), true));
+    check!(uncached(1) && uncached(32) && uncached(512) && uncached(659));
+    check!(!uncached(661) && !uncached(2048));
+    Ok(())
+}
+
+/// A leg reads ahead only if what it reserves is at most half the partition.
+pub fn readahead_leg_fits() -> Result<(), CaseError> {
+    let s = Stream {
+        prev_pos: 0,
+        ra_pages: 32,
+        random: false,
+        ra_start: 0,
+        ra_size: 32,
+    };
+    // 128 + 128 pages for a long leg on a device of 512 KiB commands.
+    check!(readahead::leg_fits(&s, 128, 2048, 512));
+    check!(!readahead::leg_fits(&s, 128, 2048, 511));
+    // 2 MiB commands: 512 + 512 pages.
+    check!(!readahead::leg_fits(&s, 512, 2048, 512));
+    check!(readahead::leg_fits(&s, 512, 2048, 2048));
+    // A leg within the window reserves two windows.
+    check!(readahead::leg_fits(&s, 512, 8, 128));
+    check!(!readahead::leg_fits(&s, 512, 8, 0));
     Ok(())
 }

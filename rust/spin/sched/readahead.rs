@@ -23,8 +23,14 @@
 //! that runs through cached pages should look for the next page to read ahead, so that its
 //! window does not stay behind.
 //!
+//! A larger sequential read is scheduled, but a part of it is read through the page cache with
+//! read-ahead when that is faster than its schedule ([`ahead_wins`]): the device reads ahead in
+//! the background, so a stream does not wait for a command on every request.
+//!
 //! Only `core` is used: the same file builds into the kernel and into the host crate. See
 //! Documentation/spin/readahead.rst.
+
+use super::cost::{Model, Picos};
 
 /// What the file's read-ahead state says about the stream a read belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,14 +87,54 @@ fn page_of(off: u64, page: u64) -> u64 {
     }
 }
 
+/// Whether a read at `pos` continues a stream that the page cache reads ahead for: read-ahead is
+/// on, the file was not advised random, and the read is [`is_sequential`].
+pub fn streaming(stream: &Stream, pos: u64, page_size: u32) -> bool {
+    !stream.random && stream.ra_pages != 0 && is_sequential(stream.prev_pos, pos, page_size)
+}
+
 /// Whether a read into GPU memory of `len` bytes at `pos` should go through the page cache with
 /// read-ahead (P-readahead) rather than be scheduled between the page cache and P2P.
 pub fn prefetch(stream: &Stream, pos: u64, len: u64, page_size: u32) -> bool {
-    if stream.random || stream.ra_pages == 0 {
-        return false;
-    }
     let window = u64::from(stream.ra_pages).saturating_mul(u64::from(page_size));
-    len < window && is_sequential(stream.prev_pos, pos, page_size)
+    len < window && streaming(stream, pos, page_size)
+}
+
+/// The makespan, in the overlap model's terms, of reading `pages` pages of a stream the page
+/// cache reads ahead for ([`streaming`]), `cached` of them resident, through the page cache:
+/// the copy of every page, or the device's reading of the pages missing if that takes longer.
+///
+/// Read-ahead has the device read a stream's missing pages before the stream reaches them, in
+/// the background of the copies before them, so the request waits for neither the command's
+/// fixed cost nor, while the copy is the slower of the two, the transfer. The device reads
+/// into host memory at about its P2P rate: both are the disk's bandwidth.
+pub fn ahead_makespan(model: &Model, pages: u64, cached: u64) -> Picos {
+    let missing = pages.saturating_sub(cached);
+    model.t_pc(pages).max(missing.saturating_mul(model.a()))
+}
+
+/// Whether a part of `pages` pages of a read that continues a stream ([`streaming`]), `cached`
+/// of them resident, is read faster through the page cache with read-ahead than by its
+/// schedule between the page cache and P2P, whose makespan is `planned` ([`ahead_makespan`]
+/// against it; a tie goes to the page cache, which keeps the stream's read-ahead going).
+///
+/// SPIN's P-readahead takes only reads smaller than the read-ahead window ([`prefetch`]): a
+/// larger one pays `C_p2p` once for more bytes. But a synchronous P2P read waits for that cost
+/// on every request, which read-ahead hides: where copying is not slower than the device
+/// (`BW_pc >= BW_p2p`) an uncached stream of any request size is faster through the page
+/// cache, and where it is slower, a request below the size at which the copy's extra time
+/// equals `C_p2p`. A partly cached request compares with its schedule, which overlaps the copy
+/// of its cached pages with the P2P of the rest.
+pub fn ahead_wins(model: &Model, pages: u64, cached: u64, planned: Picos) -> bool {
+    pages != 0 && ahead_makespan(model, pages, cached) <= planned
+}
+
+/// Whether a page-cache leg of `leg_pages` pages of `stream` on a device of `io_pages` may read
+/// ahead within a partition of `limit` pages: the room it reserves ([`leg_reserve`]) is at most
+/// half the limit, so that two streams read ahead at once. A larger leg would find no room,
+/// or take it all, and read through the plain page cache.
+pub fn leg_fits(stream: &Stream, io_pages: u64, leg_pages: u64, limit: u64) -> bool {
+    leg_reserve(stream, io_pages, leg_pages) <= limit / 2
 }
 
 /// Whether a read of `len` bytes at `pos` lies wholly inside the page where the stream's

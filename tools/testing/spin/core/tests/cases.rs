@@ -62,4 +62,7 @@ cases!(
     readahead_leg_in_window,
     readahead_bridge_range,
     readahead_same_page,
+    readahead_streaming_rule,
+    readahead_ahead_wins,
+    readahead_leg_fits,
 );
