@@ -134,6 +134,11 @@ mod tests {
     }
 
     #[test]
+    fn overlap_cached_wants_p2p() -> Result<(), CaseError> {
+        report(cases::overlap_cached_wants_p2p())
+    }
+
+    #[test]
     fn plan_window_rounds_inwards() -> Result<(), CaseError> {
         report(cases::plan_window_rounds_inwards())
     }

@@ -822,6 +822,29 @@ impl Request<'_> {
         };
         Ok(cached as u64)
     }
+
+    /// Whether a folio of the file's pages `index .. index + nr` is dirty, under writeback or
+    /// locked (`filemap_range_has_writeback()`): a direct read of the range would first write
+    /// it back or wait for it.
+    pub(crate) fn needs_writeback(&self, index: u64, nr: u32) -> bool {
+        let page = kernel::page::PAGE_SIZE as i64;
+        let (Ok(first), Ok(nr)) = (i64::try_from(index), i64::try_from(nr)) else {
+            return true;
+        };
+        let Some(start) = first.checked_mul(page) else {
+            return true;
+        };
+        let Some(end) = first
+            .checked_add(nr)
+            .and_then(|e| e.checked_mul(page))
+            .and_then(|e| e.checked_sub(1))
+        else {
+            return true;
+        };
+        // SAFETY: The file and its mapping are valid while the file is (type invariant); the
+        // function walks the mapping's pages under the RCU read lock.
+        unsafe { bindings::filemap_range_has_writeback((*self.file()).f_mapping, start, end) }
+    }
 }
 
 /// The file's read-ahead window after a GPU page-cache leg (`struct spin_ra_window`), or a

@@ -954,24 +954,30 @@ fn plan_chunk(
                 &mut big
             };
             let cached = ctx.req.residency(w.first_page, pages, bits)?;
-            if cached == u64::from(pages) {
-                // The makespan objective would read part of a fully cached chunk from the
-                // device, in parallel with the copy; the model does not price the device
-                // bandwidth that takes from other requests, so data the host holds entirely is
-                // only copied, head and tail included, in one leg.
-                return Ok(Plan::Copy);
-            }
             let model = ctx.params.model();
-            let planned = if cached == 0 {
-                model.device(model.t_p2p(u64::from(pages)), true)
+            if cached == u64::from(pages) {
+                // Data the host holds entirely is copied, head and tail included, in one leg,
+                // unless the device alone reads it faster and none of it waits for writeback
+                // (`sched::cached_wants_p2p`).
+                if !sched::cached_wants_p2p(&model, cached)
+                    || ctx.req.needs_writeback(w.first_page, pages)
+                {
+                    return Ok(Plan::Copy);
+                }
+                schedule(&ctx.params, pages, bits, &mut segs)?;
+                None
             } else {
-                schedule(&ctx.params, pages, bits, &mut segs)?
-            };
-            if ctx.ahead_wins(pages, cached, planned) {
-                ctx.account.ahead();
-                return Ok(Plan::Copy);
+                let planned = if cached == 0 {
+                    model.device(model.t_p2p(u64::from(pages)), true)
+                } else {
+                    schedule(&ctx.params, pages, bits, &mut segs)?
+                };
+                if ctx.ahead_wins(pages, cached, planned) {
+                    ctx.account.ahead();
+                    return Ok(Plan::Copy);
+                }
+                (cached == 0).then_some(Path::P2p)
             }
-            (cached == 0).then_some(Path::P2p)
         }
     };
     let mut one = [Segment::EMPTY; 1];

@@ -11,7 +11,7 @@
 use super::cost::{Model, ParamError, Params, MAX_OVERLAP, NO_OVERLAP};
 use super::greedy::greedy;
 use super::optimal::{optimal, Slot};
-use super::overlap::overlap;
+use super::overlap::{cached_wants_p2p, overlap};
 use super::plan::{self, Leg, PlanError, Window};
 use super::readahead::{self, Consumed, Partition, Reserve, Stream, Watermarks, Weighted, STREAMS};
 use super::released::{keeps, released};
@@ -109,6 +109,7 @@ pub const CASES: &[Case] = &[
         overlap_not_worse_than_additive,
     ),
     ("overlap_queue_depth", overlap_queue_depth),
+    ("overlap_cached_wants_p2p", overlap_cached_wants_p2p),
     ("plan_window_rounds_inwards", plan_window_rounds_inwards),
     ("plan_bitmap_to_runs", plan_bitmap_to_runs),
     ("plan_legs_cover_the_request", plan_legs_cover_the_request),
@@ -1234,6 +1235,42 @@ pub fn readahead_bridge_range() -> Result<(), CaseError> {
     check!(readahead::bridge_lead(32, 20) == 20);
     check!(readahead::bridge_lead(0, 128) == 0);
     check!(readahead::bridge_lead(u32::MAX, u64::MAX) == u32::MAX);
+    Ok(())
+}
+
+/// A fully cached request is scheduled only where P2P alone beats the copy; then the overlap
+/// scheduler splits it and beats the copy too.
+pub fn overlap_cached_wants_p2p() -> Result<(), CaseError> {
+    let g = gen4()?.model();
+    // Copying a page (410 ns) is faster than reading it by P2P (630 ns): never.
+    for n in [1u64, 32, 512, 2048, 1 << 20] {
+        check!(!cached_wants_p2p(&g, n));
+    }
+    check!(!cached_wants_p2p(&g, 0));
+    // 52 us + n * 315 ns < n * 394 ns from n = 660 pages on.
+    let p = copy_slower()?;
+    let m = p.model();
+    check!(!cached_wants_p2p(&m, 1));
+    check!(!cached_wants_p2p(&m, 512));
+    check!(!cached_wants_p2p(&m, 659));
+    check!(cached_wants_p2p(&m, 661));
+    check!(cached_wants_p2p(&m, 2048));
+    let lens = [2048u32];
+    let runs = ok!(Runs::new(true, &lens));
+    let (mut ws, mut gaps) = ([Slot::EMPTY; 4], [0u32; 4]);
+    let mut out = [Segment::EMPTY; 4];
+    let o = ok!(overlap(&p, &runs, &mut out, &mut ws, &mut gaps));
+    check!(o.schedule.cost < m.t_pc(2048));
+    check!(o.schedule.cost < m.device(m.t_p2p(2048), true));
+    check!(o.schedule.segments.iter().any(|s| s.path == Path::P2p));
+    check!(o
+        .schedule
+        .segments
+        .iter()
+        .any(|s| s.path == Path::PageCache));
+    // A queue that hides part of C_p2p does not change the rule's answer for one transfer.
+    let q = ok!(p.with_overlap(800)).model();
+    check!(cached_wants_p2p(&q, 661) && !cached_wants_p2p(&q, 659));
     Ok(())
 }
 

@@ -57,7 +57,7 @@ pub use cost::{Model, ParamError, Params, Picos, MAX_OVERLAP, NO_OVERLAP};
 #[cfg(any(not(CONFIG_RUST), CONFIG_SPIN_KUNIT_TEST))]
 pub use greedy::greedy;
 pub use optimal::{optimal, optimal_model, scratch_len, Slot};
-pub use overlap::{gap_scratch_len, overlap, overlap_model, Overlap};
+pub use overlap::{cached_wants_p2p, gap_scratch_len, overlap, overlap_model, Overlap};
 #[cfg(any(not(CONFIG_RUST), CONFIG_SPIN_KUNIT_TEST))]
 pub use released::released;
 pub use runs::{Run, Runs, RunsBuilder, RunsError};

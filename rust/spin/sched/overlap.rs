@@ -129,6 +129,18 @@ pub fn overlap_model<'o>(
     ctx.finish(best.0, bound, out, scratch)
 }
 
+/// Whether a fully cached request of `pages` pages is worth scheduling, rather than copying
+/// whole: only where P2P alone reads it faster than the copy (`f + T_p2p(pages) < T_pc(pages)`).
+///
+/// The makespan objective would read part of almost any fully cached request from the device,
+/// in parallel with the copy, but the model does not price the device bandwidth that takes
+/// from other requests, nor the writeback a P2P read of dirty pages waits for. Data the host
+/// holds is therefore copied unless the device is the faster path for all of it; then
+/// [`overlap`] splits it between the two (one P2P transfer of a prefix, the rest copied).
+pub fn cached_wants_p2p(m: &Model, pages: u64) -> bool {
+    pages != 0 && m.device(m.t_p2p(pages), true) < m.t_pc(pages)
+}
+
 /// Which inner cached runs are bridged: those shorter than `t`, and the first `equal` ones of
 /// length `t`, in request order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -47,6 +47,7 @@ cases!(
     overlap_splits_cached_request,
     overlap_not_worse_than_additive,
     overlap_queue_depth,
+    overlap_cached_wants_p2p,
     plan_window_rounds_inwards,
     plan_bitmap_to_runs,
     plan_legs_cover_the_request,
