@@ -87,17 +87,25 @@ fn page_of(off: u64, page: u64) -> u64 {
     }
 }
 
-/// Whether a read at `pos` continues a stream that the page cache reads ahead for: read-ahead is
-/// on, the file was not advised random, and the read is [`is_sequential`].
-pub fn streaming(stream: &Stream, pos: u64, page_size: u32) -> bool {
-    !stream.random && stream.ra_pages != 0 && is_sequential(stream.prev_pos, pos, page_size)
-}
-
 /// Whether a read into GPU memory of `len` bytes at `pos` should go through the page cache with
 /// read-ahead (P-readahead) rather than be scheduled between the page cache and P2P.
 pub fn prefetch(stream: &Stream, pos: u64, len: u64, page_size: u32) -> bool {
+    if stream.random || stream.ra_pages == 0 {
+        return false;
+    }
     let window = u64::from(stream.ra_pages).saturating_mul(u64::from(page_size));
-    len < window && streaming(stream, pos, page_size)
+    len < window && is_sequential(stream.prev_pos, pos, page_size)
+}
+
+/// Whether a read at `pos` continues a stream that the page cache reads ahead for: read-ahead is
+/// on, the file was not advised random, and the read starts where the file's previous read
+/// ended or in the next page ([`is_sequential`]), not at offset 0. The first read of a stream
+/// has no read-ahead running ahead of it.
+pub fn streaming(stream: &Stream, pos: u64, page_size: u32) -> bool {
+    pos != 0
+        && !stream.random
+        && stream.ra_pages != 0
+        && is_sequential(stream.prev_pos, pos, page_size)
 }
 
 /// The makespan, in the overlap model's terms, of reading `pages` pages of a stream the page
@@ -113,20 +121,28 @@ pub fn ahead_makespan(model: &Model, pages: u64, cached: u64) -> Picos {
     model.t_pc(pages).max(missing.saturating_mul(model.a()))
 }
 
+/// The share of a schedule's makespan that reading ahead must save at least, as a divisor:
+/// `1 / AHEAD_MARGIN`. The model credits read-ahead with a device that keeps ahead of the
+/// stream and prices neither the CPU's copies nor the page cache they pass through, which P2P
+/// leaves to the application; a close call stays with the schedule.
+pub const AHEAD_MARGIN: u64 = 32;
+
 /// Whether a part of `pages` pages of a read that continues a stream ([`streaming`]), `cached`
 /// of them resident, is read faster through the page cache with read-ahead than by its
-/// schedule between the page cache and P2P, whose makespan is `planned` ([`ahead_makespan`]
-/// against it; a tie goes to the page cache, which keeps the stream's read-ahead going).
+/// schedule between the page cache and P2P, whose makespan is `planned`: [`ahead_makespan`]
+/// saves at least `planned / AHEAD_MARGIN`.
 ///
 /// SPIN's P-readahead takes only reads smaller than the read-ahead window ([`prefetch`]): a
 /// larger one pays `C_p2p` once for more bytes. But a synchronous P2P read waits for that cost
 /// on every request, which read-ahead hides: where copying is not slower than the device
-/// (`BW_pc >= BW_p2p`) an uncached stream of any request size is faster through the page
-/// cache, and where it is slower, a request below the size at which the copy's extra time
-/// equals `C_p2p`. A partly cached request compares with its schedule, which overlaps the copy
-/// of its cached pages with the P2P of the rest.
+/// (`BW_pc >= BW_p2p`) an uncached stream of requests up to about `AHEAD_MARGIN` times what
+/// the device moves in `C_p2p` is faster through the page cache, and where it is slower, a
+/// smaller one still, below the size at which the copy's extra time nears `C_p2p`. A partly
+/// cached request compares with its schedule, which overlaps the copy of its cached pages
+/// with the P2P of the rest.
 pub fn ahead_wins(model: &Model, pages: u64, cached: u64, planned: Picos) -> bool {
-    pages != 0 && ahead_makespan(model, pages, cached) <= planned
+    pages != 0
+        && ahead_makespan(model, pages, cached) <= planned.saturating_sub(planned / AHEAD_MARGIN)
 }
 
 /// Whether a page-cache leg of `leg_pages` pages of `stream` on a device of `io_pages` may read
