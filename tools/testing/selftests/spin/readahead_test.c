@@ -37,7 +37,14 @@
  *    bound holds and, after the stream, nothing is held or resident outside
  *    the partition; while held pages stay busy and leave the evictor no
  *    room, it waits for the retrier instead of running again and again;
- *    a reservation they leave no room tries them once more itself.
+ *    a reservation they leave no room tries them once more itself;
+ *  - a stream of reads twice the window, with the disk's cost model of a PCIe
+ *    4 drive (copying faster than the device): every read after the first
+ *    goes through the page cache with read-ahead (ahead_chunks), within the
+ *    partition's bound; with a copy ten times slower, every read goes by P2P;
+ *  - a fully cached 8 MiB read with a cost model whose device is faster than
+ *    the copy: part of it goes by P2P; with a page of it dirty, none, and the
+ *    GPU gets the page as written; after fsync, P2P again.
  * Then the knob /sys/kernel/spin/ra_partition_pages: its default, bad values,
  * and 0, which turns GPU read-ahead off.
  */
@@ -1209,6 +1216,160 @@ static void test_knob(struct spin_fs *fs)
 }
 
 /* Each filesystem's tests: the knob's on the first, the held pages' on the others. */
+/* ---- the cost model's decisions --------------------------------------- */
+
+/* The disk's cost model: c_p2p_ns, s_cutoff, bw_p2p, bw_pc. */
+enum { M_C, M_S, M_BW_P2P, M_BW_PC, M_NR };
+static const char *const model_knobs[M_NR] = { "c_p2p_ns", "s_cutoff", "bw_p2p", "bw_pc" };
+
+static void model_get(const struct spin_fs *fs, long long v[M_NR])
+{
+	char path[PATH_MAX];
+
+	for (int i = 0; i < M_NR; i++) {
+		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", fs->disk, model_knobs[i]);
+		v[i] = spin_read_ll(path);
+	}
+}
+
+/*
+ * Writes the cost model @v of @fs's disk (given back at exit); c_p2p_ns goes
+ * first to one second, so that every step is consistent.
+ */
+static int model_set(const struct spin_fs *fs, const long long v[M_NR])
+{
+	char path[PATH_MAX], val[32];
+	int ret = 0;
+
+	for (int i = 0; i <= M_NR; i++) {
+		snprintf(path, sizeof(path), "/sys/block/%s/spin/%s", fs->disk,
+			 model_knobs[i % M_NR]);
+		snprintf(val, sizeof(val), "%lld", i == 0 ? 1000000000LL : v[i % M_NR]);
+		ret |= spin_sysfs_set(path, val);
+	}
+	return ret;
+}
+
+/*
+ * A stream of reads twice the read-ahead window: after its first read, every
+ * read goes through the page cache with read-ahead while that beats P2P by the
+ * cost model, within the partition's bound; with a slow copy, by P2P.
+ */
+static void test_large_stream(struct spin_fs *fs)
+{
+	static const long long gen4[M_NR] = { 80000, 131072, 6500000000LL, 10000000000LL };
+	static const long long slow_copy[M_NR] = { 80000, 131072, 6500000000LL, 1000000000LL };
+	const size_t pages = 10 * LIMIT, len = pages * PG, chunk = 64 * PG;
+	struct bound b = { .nr = 1, .pages = pages };
+	long long m0[M_NR], p0[P_NR], d[P_NR], ah0, ah1, p2p0, p2p1, done;
+	long reads = len / chunk;
+	char path[PATH_MAX], why[256];
+	int ok;
+
+	model_get(fs, m0);
+	b.fd[0] = make_named(fs, "large", pages, fs->seed + 80, path);
+	if (b.fd[0] < 0 || model_set(fs, gen4))
+		ksft_exit_fail_msg("%s: large stream setup: %s\n", fs->name, strerror(errno));
+	ah0 = spin_stat_get(fs->stat, "ahead_chunks");
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
+	part_stats(p0);
+	bound_start(&b);
+	done = stream(b.fd[0], 0, len, chunk);
+	bound_end(&b);
+	part_since(p0, d);
+	ah1 = spin_stat_get(fs->stat, "ahead_chunks");
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
+	ok = done == (long long)len && !gpu_ok(0, len, fs->seed + 80, 0, why, sizeof(why));
+	ksft_test_result(ok,
+			 "%s: a stream of 256 KiB reads: %lld of %zu bytes right in GPU memory%s%s\n",
+			 fs->name, done, len, ok ? "" : ": ", ok ? "" : why);
+	ksft_test_result(p2p1 - p2p0 == (long long)chunk && ah1 - ah0 >= 1 && ah1 - ah0 < reads,
+			 "%s: a stream of 256 KiB reads, copy faster than the device: %lld P2P bytes (the first read's %zu), %lld of %ld reads read ahead\n",
+			 fs->name, p2p1 - p2p0, chunk, ah1 - ah0, reads - 1);
+	ksft_test_result(!b.bad && b.max <= LIMIT && b.max > 0 && !d[P_UNRESERVED] && !d[P_NO_ROOM],
+			 "%s: a stream of 256 KiB reads: at most %ld resident (partition %d), %lld pages admitted unreserved, %lld legs without room\n",
+			 fs->name, b.max, LIMIT, d[P_UNRESERVED], d[P_NO_ROOM]);
+
+	spin_uncache(b.fd[0]);
+	if (model_set(fs, slow_copy))
+		ksft_exit_fail_msg("%s: slow-copy model: %s\n", fs->name, strerror(errno));
+	memset(gmem, 0, len);
+	ah0 = spin_stat_get(fs->stat, "ahead_chunks");
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
+	done = stream(b.fd[0], 0, len, chunk);
+	ah1 = spin_stat_get(fs->stat, "ahead_chunks");
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
+	ok = done == (long long)len && !gpu_ok(0, len, fs->seed + 80, 0, why, sizeof(why));
+	ksft_test_result(ok && ah1 == ah0 && p2p1 - p2p0 == (long long)len,
+			 "%s: a stream of 256 KiB reads, copy ten times slower: %lld of %zu bytes by P2P, %lld read ahead%s%s\n",
+			 fs->name, p2p1 - p2p0, len, ah1 - ah0, ok ? "" : ": ", ok ? "" : why);
+	if (model_set(fs, m0))
+		ksft_exit_fail_msg("%s: cost model not restored: %s\n", fs->name, strerror(errno));
+	close(b.fd[0]);
+	unlink(path);
+}
+
+/*
+ * A fully cached read where the device is faster than the copy: the device
+ * reads part of it, unless a page of it is dirty.
+ */
+static void test_cached_p2p(struct spin_fs *fs)
+{
+	static const long long fast_disk[M_NR] = { 52000, 0, 13000000000LL, 1000000000LL };
+	const size_t pages = 2048, len = pages * PG, at = MiB;
+	long long m0[M_NR], p2p0, p2p1, pc0, pc1;
+	char path[PATH_MAX], why[256] = "";
+	ssize_t n;
+	int fd, ok;
+
+	model_get(fs, m0);
+	fd = make_named(fs, "cached", pages, fs->seed + 90, path);
+	if (fd < 0 || pread(fd, host, len, 0) != (ssize_t)len || model_set(fs, fast_disk))
+		ksft_exit_fail_msg("%s: cached file setup: %s\n", fs->name, strerror(errno));
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
+	pc0 = spin_stat_get(fs->stat, "bytes_pagecache");
+	memset(gmem, 0, len);
+	n = pread(fd, gmem, len, 0);
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
+	pc1 = spin_stat_get(fs->stat, "bytes_pagecache");
+	ok = n == (ssize_t)len && !gpu_ok(0, len, fs->seed + 90, 0, why, sizeof(why));
+	ksft_test_result(ok && p2p1 > p2p0 && pc1 > pc0 && resident(fd, pages, NULL) == (long)pages,
+			 "%s: a cached 8 MiB read, device faster than the copy: %lld bytes by P2P, %lld copied, still cached%s%s\n",
+			 fs->name, p2p1 - p2p0, pc1 - pc0, ok ? "" : ": ", why);
+
+	/* A page written and not synced: copied whole, the page as written. */
+	spin_pattern_fill(host, 0, PG, fs->seed + 91);
+	if (pwrite(fd, host, PG, at) != (ssize_t)PG)
+		ksft_exit_fail_msg("%s: pwrite: %s\n", fs->name, strerror(errno));
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
+	memset(gmem, 0, len);
+	n = pread(fd, gmem, len, 0);
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
+	ok = n == (ssize_t)len && !gpu_ok(0, at, fs->seed + 90, 0, why, sizeof(why)) &&
+	     !gpu_ok(at, PG, fs->seed + 91, 0, why, sizeof(why)) &&
+	     !gpu_ok(at + PG, len - at - PG, fs->seed + 90, at + PG, why, sizeof(why));
+	ksft_test_result(ok && p2p1 == p2p0,
+			 "%s: the same read with a page dirty: %lld bytes by P2P, the page as written%s%s\n",
+			 fs->name, p2p1 - p2p0, ok ? "" : ": ", why);
+
+	/* Written back: P2P again, and the device has the page as written. */
+	fsync(fd);
+	p2p0 = spin_stat_get(fs->stat, "bytes_p2p");
+	memset(gmem, 0, len);
+	n = pread(fd, gmem, len, 0);
+	p2p1 = spin_stat_get(fs->stat, "bytes_p2p");
+	ok = n == (ssize_t)len && !gpu_ok(0, at, fs->seed + 90, 0, why, sizeof(why)) &&
+	     !gpu_ok(at, PG, fs->seed + 91, 0, why, sizeof(why)) &&
+	     !gpu_ok(at + PG, len - at - PG, fs->seed + 90, at + PG, why, sizeof(why));
+	ksft_test_result(ok && p2p1 > p2p0,
+			 "%s: the same read after fsync: %lld bytes by P2P, every byte right%s%s\n",
+			 fs->name, p2p1 - p2p0, ok ? "" : ": ", why);
+	if (model_set(fs, m0))
+		ksft_exit_fail_msg("%s: cost model not restored: %s\n", fs->name, strerror(errno));
+	close(fd);
+	unlink(path);
+}
+
 static void test_fs(struct spin_fs *fs, size_t i)
 {
 	one_stream(fs);
@@ -1221,6 +1382,8 @@ static void test_fs(struct spin_fs *fs, size_t i)
 	test_dirty(fs);
 	test_bridge(fs);
 	test_punch(fs);
+	test_large_stream(fs);
+	test_cached_p2p(fs);
 	if (i == 0) {
 		test_knob(fs);
 	} else {
@@ -1238,7 +1401,7 @@ int main(void)
 	int heap, buf;
 
 	ksft_print_header();
-	ksft_set_plan(ARRAY_SIZE(all) * 21 + 6);
+	ksft_set_plan(ARRAY_SIZE(all) * 28 + 6);
 	SPIN_GPU_SETUP_OR_EXIT(gpu, GPU_LEN, &gmem, &heap, &buf, 16 * MiB, &host);
 	if (set_limit(LIMIT))
 		ksft_exit_fail_msg("ra_partition_pages: %s\n", strerror(errno));
