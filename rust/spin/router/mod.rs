@@ -39,7 +39,7 @@ use crate::sched::{
     self,
     plan::{self, Leg},
     readahead::Stream,
-    Path, RunsBuilder, Segment, Slot,
+    Model, Path, Picos, RunsBuilder, Segment, Slot,
 };
 use glue::{Fallback, FileInfo, RaWindow, Request, Routable, RouteKey};
 use kernel::{
@@ -433,7 +433,7 @@ impl Ctx<'_, '_> {
     }
 
     /// The part of [`Ctx::copy_ra`] that reads: reserves room for the leg's windows, reads it
-    /// uncached and admits what it read ahead.
+    /// uncached and admits what it read ahead; without room, through the plain page cache.
     fn read_ra(
         &mut self,
         pos: i64,
@@ -441,6 +441,27 @@ impl Ctx<'_, '_> {
         len: usize,
         defer: bool,
     ) -> Result<(usize, Option<RaWindow>)> {
+        match self.reserved_read(pos, addr, len, defer) {
+            Some(r) => r,
+            None => self.copy_plain(pos, addr, len).map(|n| (n, None)),
+        }
+    }
+
+    /// [`Ctx::read_ra`] if the partition has room for the leg's windows; `None`, having read
+    /// nothing, if it has not.
+    ///
+    /// A leg that ends inside a window it moved to leaves the rest of that window in the page
+    /// cache, not consumed: when the leg met that window's marker, read-ahead read the next
+    /// one, which is the window `win` the leg reports. Those pages, from the leg's end to
+    /// `win`, are admitted too, unless the window before the leg covers them. A leg with
+    /// `defer` admits everything from its start to `win` in the same way.
+    fn reserved_read(
+        &mut self,
+        pos: i64,
+        addr: usize,
+        len: usize,
+        defer: bool,
+    ) -> Option<Result<(usize, Option<RaWindow>)>> {
         let first = pos as u64 / PAGE_SIZE as u64;
         let last = (pos as u64 + len.max(1) as u64 - 1) / PAGE_SIZE as u64;
         // Read again, not taken from the request's start: a bridge or an earlier leg of the
@@ -449,22 +470,22 @@ impl Ctx<'_, '_> {
         let (stream, _) = self.req.stream();
         let io_pages = self.req.io_pages();
         let pages = sched::readahead::leg_reserve(&stream, io_pages, last - first + 1);
-        let Some(mut res) = readahead::reserve(pages) else {
-            return self.copy_plain(pos, addr, len).map(|n| (n, None));
-        };
+        let mut res = readahead::reserve(pages)?;
         let (r, win) = self.req.sub_read_ra(pos, addr, len, defer);
         let mut pages = 0;
         if win.moved {
             pages += readahead::admit(self.req, &self.info, &win, first, &mut res);
         }
-        if defer && win.moved && first < win.start {
-            // The pages from the leg up to the new window (admitted above) were admitted with
-            // the windows before it, unless they lie outside those.
+        // With `defer`, the pages from the leg up to the new window (admitted above) were
+        // admitted with the windows before it, unless they lie outside those; without, the
+        // leg dropped what it consumed, and only what follows it up to the new window is left.
+        let from = if defer { first } else { last + 1 };
+        if win.moved && from < win.start {
             let (prev, prev_nr) = (win.prev_start, win.prev_nr);
-            if !sched::readahead::in_window(first, win.start, prev, prev_nr) {
+            if !sched::readahead::in_window(from, win.start, prev, prev_nr) {
                 let before = RaWindow {
-                    start: first,
-                    nr: win.start - first,
+                    start: from,
+                    nr: win.start - from,
                     ..win
                 };
                 pages += readahead::admit(self.req, &self.info, &before, first, &mut res);
@@ -474,9 +495,10 @@ impl Ctx<'_, '_> {
         if pages != 0 {
             self.account.ra_pages(pages);
         }
-        let n = r?;
-        self.done(pos, n, false);
-        Ok((n, win.moved.then_some(win)))
+        Some(r.map(|n| {
+            self.done(pos, n, false);
+            (n, win.moved.then_some(win))
+        }))
     }
 
     /// Reads a leg through the page cache (see [`Ctx::copy_ra`]).
@@ -557,14 +579,14 @@ impl Ctx<'_, '_> {
     }
 
     /// Whether a chunk of `pages` pages, `cached` of them resident, whose schedule takes
-    /// `planned`, is read faster through the page cache with read-ahead
+    /// `planned` under `model`, is read faster through the page cache with read-ahead
     /// ([`sched::readahead::ahead_wins`]), and fits the partition's bound
     /// ([`sched::readahead::leg_fits`]). Only for a request that continues a stream
     /// ([`Ctx::ahead`]).
-    fn ahead_wins(&self, pages: u32, cached: u64, planned: sched::Picos) -> bool {
+    fn ahead_wins(&self, model: &Model, pages: u32, cached: u64, planned: Picos) -> bool {
         let pages = u64::from(pages);
         self.ahead
-            && sched::readahead::ahead_wins(&self.params.model(), pages, cached, planned)
+            && sched::readahead::ahead_wins(model, pages, cached, planned)
             && sched::readahead::leg_fits(&self.stream, self.req.io_pages(), pages, self.limit)
     }
 
@@ -737,6 +759,8 @@ fn route_chunks(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Res
 enum Plan {
     /// All of it by one page-cache copy.
     Copy,
+    /// All of it through the page cache with read-ahead ([`read_ahead`]).
+    Ahead,
     /// By the first `n` legs of the planner's output.
     Legs(usize),
 }
@@ -753,6 +777,7 @@ fn route_chunk(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Resu
     let plan = plan_chunk(ctx, pos, len, &mut few, &mut many);
     let n = match plan {
         Ok(Plan::Copy) => return ctx.copy(pos, addr, len),
+        Ok(Plan::Ahead) => return read_ahead(ctx, pos, addr, len),
         Ok(Plan::Legs(n)) => n,
         Err(_) => {
             ctx.account.internal();
@@ -793,6 +818,8 @@ struct Staged {
     len: usize,
     /// The legs; empty if the chunk is read by one page-cache copy.
     legs: KVVec<Leg>,
+    /// The chunk is read through the page cache with read-ahead ([`Plan::Ahead`]); no legs.
+    ahead: bool,
     outcome: KVVec<Option<Result<usize>>>,
 }
 
@@ -848,6 +875,7 @@ fn stage(
         addr,
         len,
         legs: KVVec::new(),
+        ahead: false,
         outcome: KVVec::new(),
     };
     match stage_legs(ctx, pipe, slot, &mut c, ahead) {
@@ -874,6 +902,11 @@ fn stage_legs(
     let n = match plan_chunk(ctx, c.pos, c.len, &mut few, &mut c.legs)? {
         Plan::Copy => {
             c.legs.clear();
+            return Ok(());
+        }
+        Plan::Ahead => {
+            c.legs.clear();
+            c.ahead = true;
             return Ok(());
         }
         Plan::Legs(n) => n,
@@ -903,6 +936,9 @@ fn finish(
     slot: usize,
     c: &mut Staged,
 ) -> Result<usize> {
+    if c.ahead {
+        return read_ahead(ctx, c.pos, c.addr, c.len);
+    }
     if c.legs.is_empty() {
         return ctx.copy(c.pos, c.addr, c.len);
     }
@@ -913,6 +949,37 @@ fn finish(
         pipe.close(slot);
     }
     legs_done(&c.legs, &c.outcome)
+}
+
+/// Reads a chunk that [`plan_chunk`] found faster through the page cache with read-ahead
+/// ([`Plan::Ahead`]): what is cached from its start with no I/O, then the rest with read-ahead
+/// if the GPU read-ahead partition has room for its windows (counted in `ahead_chunks`).
+/// Without room the rest is scheduled after all: a plain page-cache read of a chunk would
+/// leave it in the page cache, outside the partition.
+fn read_ahead(ctx: &mut Ctx<'_, '_>, pos: i64, addr: usize, len: usize) -> Result<usize> {
+    let n = ctx.req.sub_read_noio(pos, addr, len, true)?;
+    ctx.done(pos, n, false);
+    if n == len {
+        return Ok(n);
+    }
+    let (at, rest) = (pos + n as i64, len - n);
+    let r = match ctx.reserved_read(at, addr + n, rest, false) {
+        Some(r) => {
+            ctx.account.ahead();
+            r.map(|(m, _)| m)
+        }
+        None => {
+            ctx.ahead = false;
+            let r = route_chunk(ctx, at, addr + n, rest);
+            ctx.ahead = true;
+            r
+        }
+    };
+    match r {
+        Ok(m) => Ok(n + m),
+        Err(_) if n > 0 => Ok(n),
+        Err(e) => Err(e),
+    }
 }
 
 /// Decides how to read a chunk: looks up its residency and schedules it. Legs go to `few` if
@@ -964,17 +1031,21 @@ fn plan_chunk(
                 {
                     return Ok(Plan::Copy);
                 }
-                schedule(&ctx.params, pages, bits, &mut segs)?;
-                None
+                if ctx.sync {
+                    // Synchronous P2P legs overlap no copy: all by the faster path.
+                    Some(Path::P2p)
+                } else {
+                    schedule(&ctx.params, pages, bits, &mut segs)?;
+                    None
+                }
             } else {
                 let planned = if cached == 0 {
                     model.device(model.t_p2p(u64::from(pages)), true)
                 } else {
                     schedule(&ctx.params, pages, bits, &mut segs)?
                 };
-                if ctx.ahead_wins(pages, cached, planned) {
-                    ctx.account.ahead();
-                    return Ok(Plan::Copy);
+                if ctx.ahead_wins(&model, pages, cached, planned) {
+                    return Ok(Plan::Ahead);
                 }
                 (cached == 0).then_some(Path::P2p)
             }
@@ -1115,7 +1186,7 @@ fn schedule(
     pages: u32,
     bits: &[usize],
     segs: &mut KVVec<Segment>,
-) -> Result<sched::Picos> {
+) -> Result<Picos> {
     let mut lens = KVVec::from_elem(0u32, pages as usize, GFP_KERNEL)?;
     let mut builder = RunsBuilder::new(&mut lens);
     plan::push_bitmap(&mut builder, bits, pages).map_err(|_| EINVAL)?;
