@@ -100,10 +100,13 @@ bench-gpumem: tree
 # at about 500 MB/s the disk and the copy then stand as a PCIe 4 drive (7 GB/s) and a
 # write-combined copy into a GPU's BAR (10 GB/s) do, where splitting a request pays; at
 # 180 MB/s the disk alone bounds every mixed cell (Documentation/spin/measurements.rst).
+# bench-router then runs with the cost model that `spin calibrate --apply` fits in the guest
+# (router_bench.model=tool).
 CPU_ICOUNT  ?= 2
 CACHED_ICOUNT ?= $(CPU_ICOUNT)
 ifeq ($(RIG),real)
 ROUTER_BPS  ?= 400000000
+RIG_ARGS    := router_bench.model=tool
 else ifneq ($(RIG),)
 $(error RIG=$(RIG): the rig modes are RIG=real and none)
 endif
@@ -115,7 +118,7 @@ ROUTER_VM    = $(PY) $(SCRIPTS)/vm.py --mode bench --bench router_bench \
 	--bps $${SPIN_VM_BPS:-$(ROUTER_BPS)} --iops $${SPIN_VM_IOPS:-$(ROUTER_IOPS)} \
 	--timeout $${SPIN_VM_TIMEOUT:-2400}
 ROUTER_ARGS  = router_bench.bps=$${SPIN_VM_BPS:-$(ROUTER_BPS)} \
-	router_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(ROUTER_BENCH_ARGS)
+	router_bench.iops=$${SPIN_VM_IOPS:-$(ROUTER_IOPS)} $(RIG_ARGS) $(ROUTER_BENCH_ARGS)
 # The fragment minus spin (from HEAD under SPIN_APPLY=committed, like build-kernel.sh).
 NOSPIN_KERNEL = mkdir -p $(NOSPIN_OBJ) && \
 	{ if [ "$${SPIN_APPLY:-}" = committed ]; then \
