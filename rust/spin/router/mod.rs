@@ -363,8 +363,9 @@ struct Ctx<'r, 'a> {
     /// is on for the request.
     limit: u64,
     /// The request continues a stream that the page cache reads ahead for
-    /// ([`sched::readahead::streaming`]), with GPU read-ahead on: a chunk is read through the
-    /// page cache with read-ahead where that beats its schedule ([`plan_chunk`]).
+    /// ([`sched::readahead::streaming`]), with GPU read-ahead on, and this is the call's first
+    /// piece: a chunk is read through the page cache with read-ahead where that beats its
+    /// schedule ([`plan_chunk`]).
     ahead: bool,
     bytes_pc: u64,
     bytes_p2p: u64,
@@ -676,8 +677,12 @@ fn route_gpu(
     }
     account.request(reason);
     let sync = info.reads_exclude_writes && state::atomic_reads();
-    let ahead =
-        ra && reason == Fallback::None && sched::readahead::streaming(&stream, pos as u64, page);
+    // Only the first piece of a call: read-ahead cannot be ahead of a later iovec of the same
+    // call, which follows the piece before it at once.
+    let ahead = ra
+        && reason == Fallback::None
+        && pos == req.pos()
+        && sched::readahead::streaming(&stream, pos as u64, page);
     let mut ctx = Ctx {
         req,
         params: if sync { params.serial() } else { params },

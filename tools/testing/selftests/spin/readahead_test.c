@@ -1370,7 +1370,7 @@ static void test_cached_p2p(struct spin_fs *fs)
 	ksft_test_result(ok && p2p1 > p2p0 && p2p1 - p2p0 + pc1 - pc0 == (long long)len &&
 			 resident(fd, pages, NULL) == (long)pages,
 			 "%s: a cached 8 MiB read, device faster than the copy: %lld bytes by P2P, %lld copied, still cached%s%s\n",
-			 fs->name, p2p1 - p2p0, pc1 - pc0, ok ? "" : ": ", why);
+			 fs->name, p2p1 - p2p0, pc1 - pc0, ok ? "" : ": ", ok ? "" : why);
 
 	/* A page written and not synced: copied whole, the page as written. */
 	spin_pattern_fill(host, 0, PG, fs->seed + 91);
@@ -1379,14 +1379,14 @@ static void test_cached_p2p(struct spin_fs *fs)
 	ok = read_written(fs, fd, len, at, fs->seed + 90, &p2p, why, sizeof(why));
 	ksft_test_result(ok && !p2p,
 			 "%s: the same read with a page dirty: %lld bytes by P2P, the page as written%s%s\n",
-			 fs->name, p2p, ok ? "" : ": ", why);
+			 fs->name, p2p, ok ? "" : ": ", ok ? "" : why);
 
 	/* Written back: P2P again, and the device has the page as written. */
 	fsync(fd);
 	ok = read_written(fs, fd, len, at, fs->seed + 90, &p2p, why, sizeof(why));
 	ksft_test_result(ok && p2p > 0,
 			 "%s: the same read after fsync: %lld bytes by P2P, every byte right%s%s\n",
-			 fs->name, p2p, ok ? "" : ": ", why);
+			 fs->name, p2p, ok ? "" : ": ", ok ? "" : why);
 	if (model_set(fs, m0))
 		ksft_exit_fail_msg("%s: cost model not restored: %s\n", fs->name, strerror(errno));
 	close(fd);
