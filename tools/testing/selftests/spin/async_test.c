@@ -482,7 +482,13 @@ TEST_F_TIMEOUT(async, aio_writev, TIMEOUT)
 	run_op(_metadata, self->fs, self->fd, 0, WRITE_VEC);
 }
 
-/* Eight 1 MiB reads at different offsets in flight in one io_uring_enter(). */
+/*
+ * Eight 1 MiB reads at different offsets in flight in one io_uring_enter().
+ * Each starts two pages past the page where the one before it ends, so that
+ * none continues another's stream, which the page cache may read ahead
+ * instead, whatever order io_uring's workers run them in.
+ */
+#define IN_FLIGHT_STEP (MiB + 2 * 4096 + 3)
 TEST_F_TIMEOUT(async, io_uring_8_reads_in_flight, TIMEOUT)
 {
 	struct spin_fs *fs = self->fs;
@@ -495,7 +501,7 @@ TEST_F_TIMEOUT(async, io_uring_8_reads_in_flight, TIMEOUT)
 	p0 = spin_stat_get(fs->stat, "bytes_p2p");
 	for (int i = 0; i < 8; i++) {
 		struct io_uring_sqe *sqe = spin_ring_sqe(&r, i);
-		uint64_t pos = POS + i * (MiB + 4096 + 3);
+		uint64_t pos = POS + i * IN_FLIGHT_STEP;
 
 		sqe->opcode = IORING_OP_READ;
 		sqe->fd = self->fd;
@@ -509,7 +515,7 @@ TEST_F_TIMEOUT(async, io_uring_8_reads_in_flight, TIMEOUT)
 	p1 = spin_stat_get(fs->stat, "bytes_p2p");
 	ASSERT_EQ(0, ret) TH_LOG("io_uring_enter: %s", strerror(ret));
 	for (int i = 0; i < 8; i++) {
-		uint64_t pos = POS + i * (MiB + 4096 + 3);
+		uint64_t pos = POS + i * IN_FLIGHT_STEP;
 
 		EXPECT_EQ((int)MiB, res[i]) TH_LOG("read %d: result %d", i, res[i]);
 		if (res[i] != (int)MiB)
