@@ -26,17 +26,29 @@
 //! published (`1` or `0`), writing `0` withdraws it and `1` publishes it (again), as such a driver
 //! would at any time. The parameter `defer_below_mib` (default 0) leaves BARs smaller than that
 //! many MiB unpublished in probe, for a provider whose memory is first published after probe.
+//!
+//! Every 4 KiB page of registered memory costs a 64-byte struct page, 16 MiB of host memory per
+//! GiB, unless the memory is registered in compound pages, whose struct pages take two pages of
+//! host memory per folio however large it is (see [`layout`]). The parameter `folio_order`
+//! (default [`FOLIO_ORDER_DEFAULT`], 16 MiB folios; 0 for single pages) sets the order of the
+//! folios; `/sys/kernel/debug/p2pdma_bar/folio_order` changes it for the devices probed from then
+//! on.
 
 use core::fmt;
 use kernel::{
     debugfs::{Dir, File},
     device::{self, Core},
+    driver,
     io::resource::Flags,
+    page::PAGE_SHIFT,
     pci,
     prelude::*,
     sizes::SZ_2M,
     str::CString,
-    sync::aref::ARef,
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, Relaxed},
+    },
     uaccess::UserSliceReader, //
 };
 
@@ -73,6 +85,107 @@ fn select_bar(bars: &[Option<BarInfo>]) -> Option<u32> {
         .iter()
         .position(|bar| bar.as_ref().is_some_and(bar_is_usable))?;
     u32::try_from(index).ok()
+}
+
+/// The default order of the folios of a BAR's memory: 16 MiB folios.
+///
+/// A folio's struct pages take two pages (8 KiB) of host memory where the vmemmap is deduped:
+/// 4 MiB per GiB of memory in 2 MiB folios (order 9), 1 MiB per GiB in 8 MiB folios (order 11) and
+/// 512 KiB per GiB in 16 MiB folios (order 12), against 16 MiB per GiB with single pages. Order 12
+/// is the smallest whose whole BAR, with its small part (see [`layout`]) and the page tables
+/// of the vmemmap, stays below 1 MiB per GiB; larger folios save little more and cost more
+/// memory per buffer, which is rounded up to whole folios.
+const FOLIO_ORDER_DEFAULT: u32 = 12;
+
+/// The largest folio order accepted: a PUD-sized folio (1 GiB).
+const FOLIO_ORDER_MAX: u32 = 18;
+
+/// The order of the folios of a BAR's small part, for buffers smaller than a large folio: 2 MiB
+/// folios, the memory hotplug granule ([`P2P_GRANULE`]) and the smallest folio whose struct pages
+/// the vmemmap dedups to a quarter.
+const SMALL_ORDER: u32 = 9;
+
+/// A part of a BAR registered as p2pdma memory in folios of one order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Part {
+    /// Offset into the BAR.
+    offset: u64,
+    len: u64,
+    order: u32,
+}
+
+/// Splits a usable BAR ([`bar_is_usable`]) at `start` of `len` bytes into the parts it is
+/// registered in, for folios of order `order`.
+///
+/// With single pages (order 0) the BAR is one part. Otherwise the BAR's first large folio's worth
+/// of memory is a part in 2 MiB folios ([`SMALL_ORDER`]), which serves buffers smaller than a
+/// large folio without rounding them up to one, and the rest is in folios of `order`, with a
+/// remainder smaller than a large folio in 2 MiB folios at the end. A BAR smaller than two large
+/// folios, or whose start is not aligned to one, is one part in 2 MiB folios (or in folios of
+/// `order`, if that is smaller).
+fn layout(start: u64, len: u64, order: u32) -> [Option<Part>; 3] {
+    let small = order.min(SMALL_ORDER);
+    let folio = 1u64 << (order + PAGE_SHIFT as u32);
+    let whole = [
+        Some(Part {
+            offset: 0,
+            len,
+            order: small,
+        }),
+        None,
+        None,
+    ];
+    if order <= SMALL_ORDER || start % folio != 0 || len < 2 * folio {
+        return whole;
+    }
+    let large = (len - folio) / folio * folio;
+    let rest = len - folio - large;
+    [
+        Some(Part {
+            offset: 0,
+            len: folio,
+            order: SMALL_ORDER,
+        }),
+        Some(Part {
+            offset: folio,
+            len: large,
+            order,
+        }),
+        (rest != 0).then_some(Part {
+            offset: folio + large,
+            len: rest,
+            order: SMALL_ORDER,
+        }),
+    ]
+}
+
+/// The folio order of the devices probed from now on: the parameter `folio_order` at module
+/// load, then what `/sys/kernel/debug/p2pdma_bar/folio_order` was last set to.
+static FOLIO_ORDER: Atomic<u32> = Atomic::new(FOLIO_ORDER_DEFAULT);
+
+/// The debugfs file `folio_order` (the data of a file of [`FOLIO_ORDER`]).
+struct FolioOrder;
+
+impl FolioOrder {
+    fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", FOLIO_ORDER.load(Relaxed))
+    }
+
+    fn store(&self, reader: &mut UserSliceReader) -> Result {
+        let mut buf = [0u8; 8];
+        let len = reader.len();
+        if len > buf.len() {
+            return Err(EINVAL);
+        }
+        reader.read_slice(&mut buf[..len])?;
+        let text = core::str::from_utf8(&buf[..len]).map_err(|_| EINVAL)?;
+        let order: u32 = text.trim().parse().map_err(|_| EINVAL)?;
+        if order > FOLIO_ORDER_MAX {
+            return Err(EINVAL);
+        }
+        FOLIO_ORDER.store(order, Relaxed);
+        Ok(())
+    }
 }
 
 /// Number of standard BARs of a PCI function.
@@ -171,9 +284,23 @@ impl pci::Driver for P2pdmaBar {
         pdev.enable_device_mem()?;
 
         // The two calls a GPU driver adds to offer its memory: give (all of) the BAR struct pages
-        // and a p2pdma pool, and let other drivers and user space allocate from it.
-        pdev.p2pdma_add_resource(bar, 0, 0)?;
-        let mib = pdev.resource_len(bar)? >> 20;
+        // and a p2pdma pool, and let other drivers and user space allocate from it. The first is
+        // made for each part of the BAR, whose folios are of different orders.
+        let order = FOLIO_ORDER.load(Relaxed);
+        let (start, len) = (pdev.resource_start(bar)?, pdev.resource_len(bar)?);
+        for part in layout(start, len, order).iter().flatten() {
+            let size = usize::try_from(part.len)?;
+            pdev.p2pdma_add_resource_order(bar, size, part.offset, part.order)?;
+            dev_info!(
+                pdev,
+                "BAR{} +{} MiB: {} MiB in folios of {} KiB\n",
+                bar,
+                part.offset >> 20,
+                part.len >> 20,
+                4u64 << part.order
+            );
+        }
+        let mib = len >> 20;
         if mib >= u64::from(module_parameters::defer_below_mib.value()) {
             pdev.p2pmem_publish(true);
             dev_info!(
@@ -226,8 +353,39 @@ impl pci::Driver for P2pdmaBar {
     }
 }
 
-kernel::module_pci_driver! {
-    type: P2pdmaBar,
+/// The module: the driver and the debugfs file `p2pdma_bar/folio_order`.
+#[pin_data]
+struct P2pdmaBarModule {
+    // Unregistered first: no device is probed once the file is gone.
+    #[pin]
+    _driver: driver::Registration<pci::Adapter<P2pdmaBar>>,
+    #[pin]
+    _folio_order: File<FolioOrder>,
+    _dir: Dir,
+}
+
+impl kernel::InPlaceModule for P2pdmaBarModule {
+    fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
+        FOLIO_ORDER.store(
+            module_parameters::folio_order.value().min(FOLIO_ORDER_MAX),
+            Relaxed,
+        );
+        let dir = Dir::new(c"p2pdma_bar");
+        try_pin_init!(Self {
+            _folio_order <- dir.read_write_callback_file(
+                c"folio_order",
+                FolioOrder,
+                &FolioOrder::show,
+                &FolioOrder::store,
+            ),
+            _driver <- driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module),
+            _dir: dir,
+        })
+    }
+}
+
+module! {
+    type: P2pdmaBarModule,
     name: "p2pdma_bar",
     authors: ["spin developers"],
     description: "PCI memory BAR as peer-to-peer DMA memory",
@@ -237,6 +395,11 @@ kernel::module_pci_driver! {
             default: 0,
             description: "Register, but do not publish in probe, BARs smaller than this many MiB \
                           (publish them through debugfs later)",
+        },
+        folio_order: u32 {
+            default: crate::FOLIO_ORDER_DEFAULT,
+            description: "Order of the folios of the memory (0: single pages; default 12, 16 MiB \
+                          folios, with the first 16 MiB in 2 MiB folios)",
         },
     },
 }
@@ -297,6 +460,87 @@ mod tests {
         assert_eq!(select_bar(&bars), None);
         assert_eq!(select_bar(&[]), None);
         assert_eq!(select_bar(&[None; STD_BARS]), None);
+    }
+
+    fn part(offset: u64, len: u64, order: u32) -> Option<Part> {
+        Some(Part { offset, len, order })
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn single_pages_are_one_part() {
+        assert_eq!(
+            layout(0x8_0000_0000, 256 * MIB, 0),
+            [part(0, 256 * MIB, 0), None, None]
+        );
+    }
+
+    #[test]
+    fn bar_gets_small_and_large_folios() {
+        // The rig's 256 MiB stand-in GPU: 16 MiB in 2 MiB folios, 240 MiB in 16 MiB folios.
+        assert_eq!(
+            layout(0x8_0000_0000, 256 * MIB, 12),
+            [part(0, 16 * MIB, 9), part(16 * MIB, 240 * MIB, 12), None]
+        );
+        // A remainder smaller than a large folio goes in 2 MiB folios at the end.
+        assert_eq!(
+            layout(0x8_0000_0000, 38 * MIB, 12),
+            [
+                part(0, 16 * MIB, 9),
+                part(16 * MIB, 16 * MIB, 12),
+                part(32 * MIB, 6 * MIB, 9)
+            ]
+        );
+    }
+
+    #[test]
+    fn small_or_misaligned_bar_gets_small_folios() {
+        // Smaller than two large folios: the rig's 8 MiB provider.
+        assert_eq!(
+            layout(0x8_1000_0000, 8 * MIB, 12),
+            [part(0, 8 * MIB, 9), None, None]
+        );
+        assert_eq!(
+            layout(0x8_0000_0000, 31 * MIB + MIB, 12),
+            [part(0, 16 * MIB, 9), part(16 * MIB, 16 * MIB, 12), None]
+        );
+        assert_eq!(
+            layout(0x8_0000_0000, 30 * MIB, 12),
+            [part(0, 30 * MIB, 9), None, None]
+        );
+        // Start not aligned to a large folio.
+        assert_eq!(
+            layout(0x8_0020_0000, 256 * MIB, 12),
+            [part(0, 256 * MIB, 9), None, None]
+        );
+        // Orders up to 2 MiB folios are used as they are.
+        assert_eq!(
+            layout(0x8_0000_0000, 64 * MIB, 4),
+            [part(0, 64 * MIB, 4), None, None]
+        );
+        assert_eq!(
+            layout(0x8_0000_0000, 64 * MIB, 9),
+            [part(0, 64 * MIB, 9), None, None]
+        );
+    }
+
+    #[test]
+    fn parts_cover_the_bar_aligned() {
+        for order in 0..=FOLIO_ORDER_MAX {
+            for mib in [2u64, 4, 6, 30, 32, 34, 64, 100, 256, 1024, 4096] {
+                let len = mib * MIB;
+                let mut end = 0;
+                for p in layout(0x100_0000_0000, len, order).iter().flatten() {
+                    let folio = 1u64 << (p.order + PAGE_SHIFT as u32);
+                    assert_eq!(p.offset, end);
+                    assert!(p.len > 0 && p.len % folio == 0 && p.offset % folio == 0);
+                    assert!(p.order <= order);
+                    end += p.len;
+                }
+                assert_eq!(end, len);
+            }
+        }
     }
 
     #[test]

@@ -45,6 +45,27 @@ impl<'a> Device<device::Core<'a>> {
     /// and the error of `devm_memremap_pages()` (e.g. for a range that is not aligned to the
     /// memory hotplug granularity) otherwise.
     pub fn p2pdma_add_resource(&self, bar: u32, size: usize, offset: u64) -> Result {
+        self.p2pdma_add_resource_order(bar, size, offset, 0)
+    }
+
+    /// Registers memory of a BAR as peer-to-peer DMA memory in folios of order `order`.
+    ///
+    /// As [`Device::p2pdma_add_resource`], but the struct pages are compound pages of `order`
+    /// (0: single pages). Where the architecture dedups their vmemmap, a folio's struct pages
+    /// take two pages of host memory however large it is, instead of 64 bytes per 4 KiB page; in
+    /// exchange, [`P2pPages::alloc`] hands the memory out in whole folios. The start and size of
+    /// the range must be multiples of the folio size.
+    ///
+    /// Returns [`EINVAL`] if `bar` is not a standard memory BAR, the range does not fit in it or
+    /// is not aligned to the folio size, or `order` is larger than the kernel's largest folio,
+    /// and the error of `devm_memremap_pages()` otherwise.
+    pub fn p2pdma_add_resource_order(
+        &self,
+        bar: u32,
+        size: usize,
+        offset: u64,
+        order: u32,
+    ) -> Result {
         if !std_bar_is_valid(bar) {
             return Err(EINVAL);
         }
@@ -55,7 +76,13 @@ impl<'a> Device<device::Core<'a>> {
         //   as the device managed resources registered here require.
         // - `bar` is a standard BAR index, as checked above.
         to_result(unsafe {
-            bindings::pci_p2pdma_add_resource(self.as_raw(), bar.try_into()?, size, offset)
+            bindings::pci_p2pdma_add_resource_order(
+                self.as_raw(),
+                bar.try_into()?,
+                size,
+                offset,
+                order,
+            )
         })
     }
 }
@@ -107,10 +134,11 @@ impl Device {
 
 /// A physically contiguous run of peer-to-peer DMA pages of one provider.
 ///
-/// Obtained with [`P2pPages::alloc`]. Every page carries a reference count of its own and holds a
-/// reference on the provider's page map; a [`P2pPages`] owns one reference on each of its pages
-/// and drops them when it is dropped. The last reference to a page, wherever it is held, frees the
-/// page back into the provider's pool.
+/// Obtained with [`P2pPages::alloc`]. Every page holds a reference on its folio (a single page,
+/// or a compound page of memory registered with [`Device::p2pdma_add_resource_order`]), and
+/// every folio a reference on the provider's page map; a [`P2pPages`] owns one reference on each
+/// of its pages and drops them when it is dropped. The last reference to a folio, wherever it is
+/// held, frees the folio back into the provider's pool.
 ///
 /// # Invariants
 ///
@@ -132,7 +160,8 @@ impl P2pPages {
     ///
     /// `size` must be a non-zero multiple of [`PAGE_SIZE`] ([`EINVAL`] otherwise). Returns
     /// [`ENOMEM`] if `provider` has no p2pdma memory or no free contiguous range of `size` bytes.
-    /// Nothing is allocated on error.
+    /// Nothing is allocated on error. Memory in folios larger than a page is handed out in whole
+    /// folios: the run's last folio may extend past `size`, unused until the run is freed.
     pub fn alloc(provider: &Device, size: usize) -> Result<Self> {
         if size == 0 || size % PAGE_SIZE != 0 {
             return Err(EINVAL);
