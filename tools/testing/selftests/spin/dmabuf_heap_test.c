@@ -160,6 +160,83 @@ TEST_F(heap, exhaustion_enomem_nothing_leaked)
 	EXPECT_EQ(self->avail0, p2pmem_available()) TH_LOG("leaked after freeing everything");
 }
 
+/*
+ * The stand-in GPU's memory is registered in folios (p2pdma_bar's default
+ * folio_order, 12): its first 16 MiB in 2 MiB folios, the rest in 16 MiB
+ * ones. A buffer takes whole folios, of the size that rounds it up least (the
+ * larger of two that round it up the same), or of the other size where those
+ * have no room.
+ */
+#define FOLIO_ORDER_FILE "/sys/kernel/debug/p2pdma_bar/folio_order"
+
+static void expect_folio_layout(struct __test_metadata *_metadata, long long avail0)
+{
+	char path[PATH_MAX + 32], order[16] = "";
+
+	ASSERT_LE(0, spin_read_file(FOLIO_ORDER_FILE, order, sizeof(order)))
+		TH_LOG("%s: %s", FOLIO_ORDER_FILE, strerror(errno));
+	ASSERT_EQ(12, atoi(order)) TH_LOG("the rig registers its GPU in 16 MiB folios");
+	snprintf(path, sizeof(path), "%s/p2pmem/size", gpu);
+	ASSERT_EQ(spin_read_ll(path), avail0) TH_LOG("the test needs all GPU memory free");
+}
+
+TEST_F(heap, whole_folios_taken_and_freed)
+{
+	static const struct {
+		size_t len;
+		long long taken;
+	} cases[] = {
+		{ 4096, 2 * MiB },			/* one 2 MiB folio */
+		{ 4 * MiB + 4096, 6 * MiB },		/* three of them */
+		{ 32 * MiB, 32 * MiB },			/* two 16 MiB folios */
+		{ 17 * MiB, 32 * MiB },			/* 18 MiB of 2 MiB folios: no room */
+		{ 16 * MiB - 4096, 16 * MiB },		/* both round up 4 KiB: the larger */
+		{ 8 * MiB, 8 * MiB },			/* the last 2 MiB folios */
+		{ 4096, 16 * MiB },			/* none left: a 16 MiB folio */
+	};
+	int fds[ARRAY_SIZE(cases)];
+	long long before;
+
+	expect_folio_layout(_metadata, self->avail0);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		before = p2pmem_available();
+		fds[i] = spin_heap_alloc(self->heap, cases[i].len, O_RDWR | O_CLOEXEC, 0);
+		ASSERT_LE(0, fds[i]) TH_LOG("%zu bytes: %s", cases[i].len, strerror(-fds[i]));
+		EXPECT_EQ((off_t)cases[i].len, lseek(fds[i], 0, SEEK_END));
+		EXPECT_EQ(cases[i].taken, before - p2pmem_available())
+			TH_LOG("a buffer of %zu bytes", cases[i].len);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		close(fds[i]);
+	EXPECT_EQ(self->avail0, p2pmem_available()) TH_LOG("leaked after freeing everything");
+}
+
+/*
+ * A buffer that ends inside a folio: the folio's pages past the buffer hold
+ * no reference, so it goes back to the pool with the buffer's last page, here
+ * the mapping's, and not before.
+ */
+TEST_F(heap, partial_folio_freed_with_its_pages)
+{
+	size_t len = 17 * MiB;
+	int fd;
+	char *p;
+
+	expect_folio_layout(_metadata, self->avail0);
+	fd = spin_heap_alloc(self->heap, len, O_RDWR | O_CLOEXEC, 0);
+	ASSERT_LE(0, fd) TH_LOG("17 MiB: %s", strerror(-fd));
+	p = map(fd, len, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap: %s", strerror(errno));
+	for (size_t off = 0; off < len; off += 2 * MiB)
+		p[off] = 1;
+	p[len - 1] = 1;
+	close(fd);
+	EXPECT_EQ(self->avail0 - (long long)(32 * MiB), p2pmem_available())
+		TH_LOG("two 16 MiB folios while the mapping lives");
+	munmap(p, len);
+	EXPECT_EQ(self->avail0, p2pmem_available()) TH_LOG("the folios after the munmap");
+}
+
 /* A 4 MiB buffer from the heap, mapped MAP_SHARED and not yet touched. */
 FIXTURE(buffer) {
 	long long avail0;

@@ -374,16 +374,17 @@ TEST_F_TIMEOUT(gpu, withdraw_and_publish, TIMEOUT)
 	munmap(q, 4 * MiB);
 	close(buf);
 
+	/* 2 MiB: a whole folio of the GPU's memory (see dmabuf_heap_test). */
 	ret = sysfs_write(self->sw.path, "1");
-	fd2 = spin_heap_alloc(gpu_heap, MiB, O_RDWR, 0);
+	fd2 = spin_heap_alloc(gpu_heap, 2 * MiB, O_RDWR, 0);
 	spin_read_file(self->sw.path, state, sizeof(state));
 	avail = p2pmem_available(gpu);
 	EXPECT_EQ(0, ret) TH_LOG("publish again through %s: %s", self->sw.path, strerror(-ret));
 	EXPECT_LE(0, fd2) TH_LOG("published again, the heap does not allocate: %s",
 				 strerror(-fd2));
 	EXPECT_STREQ("1", state) TH_LOG("the switch after the publication");
-	EXPECT_EQ(full - (long long)MiB, avail)
-		TH_LOG("%lld bytes available with 1 MiB allocated, %lld before", avail, full);
+	EXPECT_EQ(full - (long long)(2 * MiB), avail)
+		TH_LOG("%lld bytes available with 2 MiB allocated, %lld before", avail, full);
 	if (fd2 >= 0)
 		close(fd2);
 }
