@@ -44,18 +44,24 @@ static double now(void)
 	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static long long meminfo(const char *key)
+/* The value of @key in /proc/meminfo (@sep ':', kB) or /proc/vmstat (@sep ' '). */
+static long long proc_value(const char *file, const char *key, char sep)
 {
 	char line[256];
 	long long v = -1;
-	FILE *f = fopen("/proc/meminfo", "r");
+	FILE *f = fopen(file, "r");
 
 	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ':')
+		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == sep)
 			v = strtoll(line + strlen(key) + 1, NULL, 10);
 	if (f)
 		fclose(f);
-	return v;	/* kB */
+	return v;
+}
+
+static long long meminfo(const char *key)
+{
+	return proc_value("/proc/meminfo", key, ':');	/* kB */
 }
 
 static void settle(void)
@@ -129,16 +135,7 @@ static void mapping_flags(const void *addr, char *out, size_t len)
 
 static long long vmstat(const char *key)
 {
-	char line[256];
-	long long v = -1;
-	FILE *f = fopen("/proc/vmstat", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ' ')
-			v = strtoll(line + strlen(key) + 1, NULL, 10);
-	if (f)
-		fclose(f);
-	return v;
+	return proc_value("/proc/vmstat", key, ' ');
 }
 
 /* One folio order's figures. */
