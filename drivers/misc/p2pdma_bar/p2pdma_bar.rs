@@ -78,13 +78,14 @@ fn bar_is_usable(bar: &BarInfo) -> bool {
         && bar.start % P2P_GRANULE == 0
 }
 
-/// Returns the index of the first usable BAR of `bars` (indexed by BAR number), see
-/// [`bar_is_usable`].
-fn select_bar(bars: &[Option<BarInfo>]) -> Option<u32> {
-    let index = bars
+/// Returns the number and the description of the first usable BAR of `bars` (indexed by BAR
+/// number), see [`bar_is_usable`].
+fn select_bar(bars: &[Option<BarInfo>]) -> Option<(u32, BarInfo)> {
+    let (index, bar) = bars
         .iter()
-        .position(|bar| bar.as_ref().is_some_and(bar_is_usable))?;
-    u32::try_from(index).ok()
+        .enumerate()
+        .find_map(|(index, bar)| bar.filter(bar_is_usable).map(|bar| (index, bar)))?;
+    Some((u32::try_from(index).ok()?, bar))
 }
 
 /// The default order of the folios of a BAR's memory: 16 MiB folios.
@@ -101,8 +102,8 @@ const FOLIO_ORDER_DEFAULT: u32 = 12;
 const FOLIO_ORDER_MAX: u32 = 18;
 
 /// The order of the folios of a BAR's small part, for buffers smaller than a large folio: 2 MiB
-/// folios, the memory hotplug granule ([`P2P_GRANULE`]) and the smallest folio whose struct pages
-/// the vmemmap dedups to a quarter.
+/// folios, the memory hotplug granule ([`P2P_GRANULE`]). The vmemmap keeps two of the eight pages
+/// of struct pages of such a folio, a quarter, where order 8 would keep two of four.
 const SMALL_ORDER: u32 = 9;
 
 /// A part of a BAR registered as p2pdma memory in folios of one order.
@@ -273,7 +274,7 @@ impl pci::Driver for P2pdmaBar {
         pdev: &'bound pci::Device<Core<'_>>,
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        let Some(bar) = select_bar(&bar_infos(pdev)) else {
+        let Some((bar, BarInfo { start, len, .. })) = select_bar(&bar_infos(pdev)) else {
             dev_err!(
                 pdev,
                 "no usable BAR: need a 64-bit prefetchable memory BAR of >= 2 MiB, 2 MiB aligned\n"
@@ -287,7 +288,6 @@ impl pci::Driver for P2pdmaBar {
         // and a p2pdma pool, and let other drivers and user space allocate from it. The first is
         // made for each part of the BAR, whose folios are of different orders.
         let order = FOLIO_ORDER.load(Relaxed);
-        let (start, len) = (pdev.resource_start(bar)?, pdev.resource_len(bar)?);
         for part in layout(start, len, order).iter().flatten() {
             let size = usize::try_from(part.len)?;
             pdev.p2pdma_add_resource_order(bar, size, part.offset, part.order)?;
@@ -428,7 +428,7 @@ mod tests {
             None,
             None,
         ];
-        assert_eq!(select_bar(&bars), Some(2));
+        assert_eq!(select_bar(&bars).map(|(bar, _)| bar), Some(2));
     }
 
     #[test]
@@ -438,7 +438,7 @@ mod tests {
             None,
             bar(mem64_pref(), 0x9_0000_0000, 256 << 20),
         ];
-        assert_eq!(select_bar(&bars), Some(0));
+        assert_eq!(select_bar(&bars).map(|(bar, _)| bar), Some(0));
     }
 
     #[test]
@@ -457,9 +457,9 @@ mod tests {
             bar(mem64_pref(), 0x8_0010_0000, 4 << 20),
             bar(mem64_pref(), 0x8_0000_0000, 3 << 20),
         ];
-        assert_eq!(select_bar(&bars), None);
-        assert_eq!(select_bar(&[]), None);
-        assert_eq!(select_bar(&[None; STD_BARS]), None);
+        assert_eq!(select_bar(&bars).map(|(bar, _)| bar), None);
+        assert_eq!(select_bar(&[]).map(|(bar, _)| bar), None);
+        assert_eq!(select_bar(&[None; STD_BARS]).map(|(bar, _)| bar), None);
     }
 
     fn part(offset: u64, len: u64, order: u32) -> Option<Part> {
@@ -546,7 +546,7 @@ mod tests {
     #[test]
     fn accepts_granule_sized_bar() {
         assert_eq!(
-            select_bar(&[None, bar(mem64_pref(), 0x8_0020_0000, 2 << 20)]),
+            select_bar(&[None, bar(mem64_pref(), 0x8_0020_0000, 2 << 20)]).map(|(bar, _)| bar),
             Some(1)
         );
     }
