@@ -233,6 +233,68 @@ TEST_F_TIMEOUT(heap_buffer, direct_pwrite_reads_back, TIMEOUT)
 	free(host);
 }
 
+#define TRIM_IOVS 300	/* more than a bio holds (BIO_MAX_VECS) */
+
+static long long p2pmem_available(void)
+{
+	char path[PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/p2pmem/available", gpu);
+	return spin_read_ll(path);
+}
+
+/*
+ * O_DIRECT preadv into GPU memory of more iovecs than a bio holds, each two
+ * pages of one folio long or a little more, their lengths multiples of the
+ * DMA alignment but the first bio's not of the block: the block layer cuts
+ * the bio back to a whole block, and the pages the cut leaves out must be
+ * unpinned. The bytes are right, and once the buffer is freed the memory it
+ * took is available again: no folio is kept by a leaked pin.
+ */
+TEST_F_TIMEOUT(heap_buffer, direct_preadv_trimmed_bio_unpins, TIMEOUT)
+{
+	const size_t stride = 8192, len = TRIM_IOVS * stride;
+	struct iovec iov[TRIM_IOVS];
+	long long avail0, avail1;
+	size_t total = 0;
+	char why[256];
+	int buf;
+	char *g;
+
+	avail0 = p2pmem_available();
+	buf = spin_heap_alloc(self->t.heap, len, O_RDWR | O_CLOEXEC, 0);
+	ASSERT_LE(0, buf) TH_LOG("heap allocation: %s", strerror(errno));
+	g = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	ASSERT_NE(MAP_FAILED, g) TH_LOG("mmap: %s", strerror(errno));
+	for (int k = 0; k < TRIM_IOVS; k++) {
+		iov[k].iov_base = g + k * stride;
+		iov[k].iov_len = k == 0 ? 4104 : 4100;
+	}
+	/* The last length makes the whole read a multiple of the block. */
+	for (int k = 0; k < TRIM_IOVS - 1; k++)
+		total += iov[k].iov_len;
+	iov[TRIM_IOVS - 1].iov_len = 4100 + (self->t.fs->lbs - (total + 4100) % self->t.fs->lbs) %
+				     self->t.fs->lbs;
+	total += iov[TRIM_IOVS - 1].iov_len;
+	ASSERT_NE(0U, (4104 + 255 * 4100) % self->t.fs->lbs)
+		TH_LOG("the first bio would not be cut");
+
+	EXPECT_EQ((ssize_t)total, preadv(self->t.fd, iov, TRIM_IOVS, 0))
+		TH_LOG("preadv: %s", strerror(errno));
+	for (int k = 0, off = 0, bad = 0; !bad && k < TRIM_IOVS; off += iov[k].iov_len, k++) {
+		bad = spin_gpu_check(gpu, iov[k].iov_base, iov[k].iov_len, self->t.fs->seed, off,
+				     why, sizeof(why));
+		EXPECT_EQ(0, bad) TH_LOG("iovec %d (%zu B at file offset %d): %s", k,
+					 iov[k].iov_len, off, why);
+	}
+	munmap(g, len);
+	close(buf);
+	avail1 = p2pmem_available();
+	EXPECT_EQ(avail0, avail1)
+		TH_LOG("%lld bytes of GPU memory still taken after the buffer was freed",
+		       avail0 - avail1);
+}
+
 /* The GPU buffer of the heap and the file on xfs. */
 FIXTURE(xfs_file) {
 	struct target t;
