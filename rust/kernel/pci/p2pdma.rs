@@ -11,9 +11,11 @@
 //! [`Device::p2pmem_publish`].
 //!
 //! Memory is allocated from a provider as [`P2pPages`]: a physically contiguous run of pages,
-//! each with a reference count of its own. The pages live as long as their last reference (a
-//! user mapping, a pin taken by `pin_user_pages()`, a DMA mapping); the provider's teardown at
-//! unbind waits until every page is back in its pool.
+//! each holding one reference on its folio (a provider may give its memory folios larger than a
+//! page, [`Device::p2pdma_add_resource_order`]; a run then takes whole folios). A folio lives as
+//! long as the last reference on any of its pages (a user mapping, a pin taken by
+//! `pin_user_pages()`, a DMA mapping); the provider's teardown at unbind waits until every folio
+//! is back in its pool.
 //!
 //! [`ProviderNotifier`] tells a subsystem when drivers bind to and unbind from PCI devices, so it
 //! can follow the providers that come and go.
@@ -159,7 +161,8 @@ impl P2pPages {
     /// Allocates `size` bytes of peer-to-peer DMA memory from `provider`.
     ///
     /// `size` must be a non-zero multiple of [`PAGE_SIZE`] ([`EINVAL`] otherwise). Returns
-    /// [`ENOMEM`] if `provider` has no p2pdma memory or no free contiguous range of `size` bytes.
+    /// [`ENOMEM`] if `provider` has no p2pdma memory or no free contiguous range of `size` bytes
+    /// rounded up to whole folios.
     /// Nothing is allocated on error. Memory in folios larger than a page is handed out in whole
     /// folios: the run's last folio may extend past `size`, unused until the run is freed.
     pub fn alloc(provider: &Device, size: usize) -> Result<Self> {
@@ -168,8 +171,8 @@ impl P2pPages {
         }
 
         // SAFETY: `provider.as_raw()` is a valid pointer to a `struct pci_dev`. The function reads
-        // the device's p2pdma state under RCU, so it may race with the provider's unbind: it then
-        // fails.
+        // the device's p2pdma state under RCU and refuses once the provider's memory is being
+        // unmapped, so it may race with the provider's unbind: it then fails.
         let page = unsafe { bindings::pci_p2pmem_alloc_pages(provider.as_raw(), size) };
         if page.is_null() {
             return Err(ENOMEM);
@@ -251,12 +254,18 @@ impl P2pPages {
         let this = core::mem::ManuallyDrop::new(self);
         let first = this.page_ptr(0);
         // SAFETY: `first` is a valid p2pdma page (type invariants).
-        let owner = unsafe { bindings::pci_p2pdma_page_provider(first.as_ptr()) };
+        let owner = NonNull::new(unsafe { bindings::pci_p2pdma_page_provider(first.as_ptr()) });
+        let ours = owner.is_some_and(|o| core::ptr::eq(o.as_ptr(), provider.as_raw()));
+        if let Some(owner) = owner {
+            // SAFETY: `pci_p2pdma_page_provider()` returned the device with a reference held,
+            // which is dropped here, once; only its address was used.
+            unsafe { bindings::pci_dev_put(owner.as_ptr()) };
+        }
         // SAFETY: The pages are a run of `this.size()` bytes allocated by
         // `pci_p2pmem_alloc_pages()`, on which we own one reference each (type invariants);
         // `this` is never dropped, so they are dropped exactly once.
         unsafe { bindings::pci_p2pmem_put_pages(first.as_ptr(), this.size()) };
-        if !core::ptr::eq(owner, provider.as_raw()) {
+        if !ours {
             return;
         }
         // SAFETY: The run was allocated from `provider`, whose driver is bound (`Bound`
