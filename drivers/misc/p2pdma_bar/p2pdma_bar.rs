@@ -40,10 +40,10 @@ use kernel::{
     device::{self, Core},
     driver,
     io::resource::Flags,
-    page::PAGE_SHIFT,
+    page::{PAGE_SHIFT, PAGE_SIZE},
     pci,
     prelude::*,
-    sizes::SZ_2M,
+    sizes::{SZ_16M, SZ_1G, SZ_2M},
     str::CString,
     sync::{
         aref::ARef,
@@ -88,23 +88,30 @@ fn select_bar(bars: &[Option<BarInfo>]) -> Option<(u32, BarInfo)> {
     Some((u32::try_from(index).ok()?, bar))
 }
 
-/// The default order of the folios of a BAR's memory: 16 MiB folios.
+/// The order of a folio of `size` bytes, a power of two of at least a page.
+const fn order_of(size: u64) -> u32 {
+    size.trailing_zeros() - PAGE_SHIFT as u32
+}
+
+/// The default order of the folios of a BAR's memory: 16 MiB folios (order 12 with 4 KiB pages).
 ///
 /// A folio's struct pages take two pages (8 KiB) of host memory where the vmemmap is deduped:
-/// 4 MiB per GiB of memory in 2 MiB folios (order 9), 1 MiB per GiB in 8 MiB folios (order 11) and
-/// 512 KiB per GiB in 16 MiB folios (order 12), against 16 MiB per GiB with single pages. Order 12
-/// is the smallest whose whole BAR, with its small part (see [`layout`]) and the page tables
-/// of the vmemmap, stays below 1 MiB per GiB; larger folios save little more and cost more
-/// memory per buffer, which is rounded up to whole folios.
-const FOLIO_ORDER_DEFAULT: u32 = 12;
+/// 4 MiB per GiB of memory in 2 MiB folios, 1 MiB per GiB in 8 MiB folios and 512 KiB per GiB in
+/// 16 MiB folios, against 16 MiB per GiB with single pages. 16 MiB is the smallest folio whose
+/// whole BAR, with its small part (see [`layout`]) and the page tables of the vmemmap, stays
+/// below 1 MiB per GiB; larger folios save little more and cost more memory per buffer, which is
+/// rounded up to whole folios. All pages of a folio share its reference count, which also
+/// shrinks as folios grow (2^31 references per folio).
+const FOLIO_ORDER_DEFAULT: u32 = order_of(SZ_16M as u64);
 
-/// The largest folio order accepted: a PUD-sized folio (1 GiB).
-const FOLIO_ORDER_MAX: u32 = 18;
+/// The largest folio order accepted: 1 GiB folios.
+const FOLIO_ORDER_MAX: u32 = order_of(SZ_1G as u64);
 
 /// The order of the folios of a BAR's small part, for buffers smaller than a large folio: 2 MiB
-/// folios, the memory hotplug granule ([`P2P_GRANULE`]). The vmemmap keeps two of the eight pages
-/// of struct pages of such a folio, a quarter, where order 8 would keep two of four.
-const SMALL_ORDER: u32 = 9;
+/// folios, the memory hotplug granule ([`P2P_GRANULE`]). With 4 KiB pages the vmemmap keeps two
+/// of the eight pages of struct pages of such a folio, a quarter; of a 1 MiB folio it would keep
+/// two of four.
+const SMALL_ORDER: u32 = order_of(P2P_GRANULE);
 
 /// A part of a BAR registered as p2pdma memory in folios of one order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +165,29 @@ fn layout(start: u64, len: u64, order: u32) -> [Option<Part>; 3] {
             order: SMALL_ORDER,
         }),
     ]
+}
+
+/// Registers `part` of BAR `bar` as p2pdma memory in folios of the part's order or, where the
+/// kernel refuses that order ([`EINVAL`]: larger than its largest folio), of [`SMALL_ORDER`], or
+/// in single pages. Returns the order registered.
+fn add_part(pdev: &pci::Device<Core<'_>>, bar: u32, part: &Part) -> Result<u32> {
+    let size = usize::try_from(part.len)?;
+    let mut order = part.order;
+    loop {
+        match pdev.p2pdma_add_resource_order(bar, size, part.offset, order) {
+            Err(e) if e == EINVAL && order > 0 => {
+                let smaller = if order > SMALL_ORDER { SMALL_ORDER } else { 0 };
+                dev_warn!(
+                    pdev,
+                    "folios of order {} refused, using order {}\n",
+                    order,
+                    smaller
+                );
+                order = smaller;
+            }
+            result => return result.map(|()| order),
+        }
+    }
 }
 
 /// The folio order of the devices probed from now on: the parameter `folio_order` at module
@@ -289,15 +319,14 @@ impl pci::Driver for P2pdmaBar {
         // made for each part of the BAR, whose folios are of different orders.
         let order = FOLIO_ORDER.load(Relaxed);
         for part in layout(start, len, order).iter().flatten() {
-            let size = usize::try_from(part.len)?;
-            pdev.p2pdma_add_resource_order(bar, size, part.offset, part.order)?;
+            let order = add_part(pdev, bar, part)?;
             dev_info!(
                 pdev,
                 "BAR{} +{} MiB: {} MiB in folios of {} KiB\n",
                 bar,
                 part.offset >> 20,
                 part.len >> 20,
-                4u64 << part.order
+                (PAGE_SIZE as u64 >> 10) << order
             );
         }
         let mib = len >> 20;
@@ -502,12 +531,13 @@ mod tests {
             [part(0, 8 * MIB, 9), None, None]
         );
         assert_eq!(
-            layout(0x8_0000_0000, 31 * MIB + MIB, 12),
-            [part(0, 16 * MIB, 9), part(16 * MIB, 16 * MIB, 12), None]
-        );
-        assert_eq!(
             layout(0x8_0000_0000, 30 * MIB, 12),
             [part(0, 30 * MIB, 9), None, None]
+        );
+        // Two large folios exactly: the small part and one large folio.
+        assert_eq!(
+            layout(0x8_0000_0000, 32 * MIB, 12),
+            [part(0, 16 * MIB, 9), part(16 * MIB, 16 * MIB, 12), None]
         );
         // Start not aligned to a large folio.
         assert_eq!(
