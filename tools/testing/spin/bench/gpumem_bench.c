@@ -6,10 +6,10 @@
  *
  * 1. struct page memory per GiB of registered BAR, from what the kernel
  *    populated: the vmemmap pages the memory added (nr_memmap_pages in
- *    /proc/vmstat) and MemFree with p2pdma_bar bound to the stand-in GPU and
- *    after it unbinds (the p2pdma teardown frees the BAR's vmemmap and its
- *    page tables), each the least of three rounds: unrelated frees in between
- *    can only add to a difference.
+ *    /proc/vmstat) with p2pdma_bar bound to the stand-in GPU and after it
+ *    unbinds (the p2pdma teardown frees the BAR's vmemmap), the least of
+ *    three rounds. MemFree is no measure of it: the freed pages may wait on
+ *    the per-CPU free lists, which MemFree does not count.
  * 2. Throughput into a 16 MiB GPU buffer, per folio order, the orders
  *    alternating over three rounds: O_DIRECT 1 MiB reads from the raw NVMe
  *    namespace (and into host memory, for the GPU / host ratio), and buffered
@@ -44,24 +44,19 @@ static double now(void)
 	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-/* The value of @key in /proc/meminfo (@sep ':', kB) or /proc/vmstat (@sep ' '). */
-static long long proc_value(const char *file, const char *key, char sep)
+/* The value of @key in /proc/vmstat. */
+static long long vmstat(const char *key)
 {
 	char line[256];
 	long long v = -1;
-	FILE *f = fopen(file, "r");
+	FILE *f = fopen("/proc/vmstat", "r");
 
 	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == sep)
+		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ' ')
 			v = strtoll(line + strlen(key) + 1, NULL, 10);
 	if (f)
 		fclose(f);
 	return v;
-}
-
-static long long meminfo(const char *key)
-{
-	return proc_value("/proc/meminfo", key, ':');	/* kB */
 }
 
 static void settle(void)
@@ -133,15 +128,10 @@ static void mapping_flags(const void *addr, char *out, size_t len)
 #define BUF_LEN (16 * MiB)
 #define FILE_LEN (64 * MiB)
 
-static long long vmstat(const char *key)
-{
-	return proc_value("/proc/vmstat", key, ' ');
-}
-
 /* One folio order's figures. */
 struct cfg {
 	unsigned int order;
-	long long memfree[ROUNDS], memmap[ROUNDS];	/* kB gained by the unbind */
+	long long memmap[ROUNDS];			/* kB freed by the unbind */
 	double gpu[ROUNDS], host[ROUNDS], routed[ROUNDS];	/* MiB/s */
 	long long p2p;					/* routed bytes by P2P */
 };
@@ -180,7 +170,7 @@ static double routed_rate(int file, uint8_t *buf)
 static int round_of(struct cfg *c, int r, int raw, int file, uint8_t *host, char *flags,
 		    size_t flags_len)
 {
-	long long bound, unbound, m_bound, m_unbound, p0;
+	long long m_bound, m_unbound, p0;
 	char order[16];
 	uint8_t *p;
 	int heap, buf;
@@ -210,16 +200,13 @@ static int round_of(struct cfg *c, int r, int raw, int file, uint8_t *host, char
 	close(heap);
 
 	settle();
-	bound = meminfo("MemFree");
 	m_bound = vmstat("nr_memmap_pages");
 	if (sysfs_write(DRV "/unbind", bdf)) {
 		printf("not ok - unbind p2pdma_bar\n");
 		return -1;
 	}
 	settle();
-	unbound = meminfo("MemFree");
 	m_unbound = vmstat("nr_memmap_pages");
-	c->memfree[r] = unbound - bound;
 	c->memmap[r] = (m_bound - m_unbound) * 4;
 	return 0;
 }
@@ -307,11 +294,9 @@ int main(void)
 	printf("| what | order %u | order %u |\n| --- | --- | --- |\n", cfg[0].order, cfg[1].order);
 	printf("| vmemmap populated (nr_memmap_pages), per GiB of BAR | %.2f MiB | %.2f MiB |\n",
 	       least(cfg[0].memmap) / 1024.0 / gib, least(cfg[1].memmap) / 1024.0 / gib);
-	printf("| MemFree gained when p2pdma_bar unbinds, per GiB of BAR | %.2f MiB | %.2f MiB |\n",
-	       least(cfg[0].memfree) / 1024.0 / gib, least(cfg[1].memfree) / 1024.0 / gib);
 	printf("| ... for an 80 GB H100 at that rate | %.2f GB | %.3f GB |\n",
-	       cfg[0].memfree[0] / 1024.0 / 1024.0 / gib * 80,
-	       cfg[1].memfree[0] / 1024.0 / 1024.0 / gib * 80);
+	       least(cfg[0].memmap) / 1024.0 / 1024.0 / gib * 80,
+	       least(cfg[1].memmap) / 1024.0 / 1024.0 / gib * 80);
 	printf("| O_DIRECT 1 MiB reads into GPU memory | %.0f MiB/s | %.0f MiB/s |\n",
 	       mean(cfg[0].gpu), mean(cfg[1].gpu));
 	printf("| O_DIRECT 1 MiB reads into host memory | %.0f MiB/s | %.0f MiB/s |\n",
