@@ -982,6 +982,7 @@ static int spin_member_add(struct gendisk *disk, bool live, void *data)
 		return -E2BIG;
 	m->out[m->n].devt = disk_devt(disk);
 	m->out[m->n].pdev = live ? spin_disk_pci_dev(disk) : NULL;
+	m->out[m->n].p2pdma = blk_queue_pci_p2pdma(disk->queue);
 	m->n++;
 	return 0;
 }
@@ -993,9 +994,11 @@ static int spin_member_add(struct gendisk *disk, bool live, void *data)
  * @max: room in @out
  *
  * Reports each disk at the bottom of @disk (disk_walk_bottom()) with its
- * first PCI ancestor: the devices that move the data of a bio sent to @disk.
- * A disk without a PCI ancestor (a loop device) is reported with @pdev %NULL,
- * and so is one met under @disk that is being deleted.
+ * first PCI ancestor: the devices that move the data of a bio sent to @disk,
+ * and whether its queue accepts P2PDMA pages (a stacked queue has the feature
+ * only if every disk under it has). A disk without a PCI ancestor (a loop
+ * device, an NVMe over Fabrics path) is reported with @pdev %NULL, and so is
+ * one met under @disk that is being deleted.
  *
  * Return: the number of disks stored, or a negative errno of
  * disk_walk_bottom(): -%E2BIG also if there are more than @max. The caller

@@ -138,10 +138,12 @@ ssize_t spin_sub_read_noio(struct kiocb *orig, loff_t pos, unsigned long addr,
  * @devt: its device number
  * @pdev: its PCI device, %NULL if it has none (a reference is held; drop it
  *        with pci_dev_put())
+ * @p2pdma: its queue accepts P2PDMA pages
  */
 struct spin_member {
 	dev_t devt;
 	struct pci_dev *pdev;
+	bool p2pdma;
 };
 
 /* The most disks spin_file_members() reports under one stacked disk. */

@@ -240,6 +240,8 @@ pub(crate) struct Member {
     pub(crate) devt: u32,
     /// Its PCI device, if it has one.
     pub(crate) pdev: Option<ARef<pci::Device>>,
+    /// Its queue accepts P2PDMA pages.
+    pub(crate) p2pdma: bool,
 }
 
 /// Calls `fill` (`spin_file_members()` or `spin_disk_members()`) with room for
@@ -262,7 +264,11 @@ fn collect_members(
         });
         // `out` has room for every entry, so this does not allocate; were it to fail, the
         // rejected member is dropped with its reference.
-        let _ = out.push_within_capacity(Member { devt: m.devt, pdev });
+        let _ = out.push_within_capacity(Member {
+            devt: m.devt,
+            pdev,
+            p2pdma: m.p2pdma,
+        });
     }
     Ok(out)
 }

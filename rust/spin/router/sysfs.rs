@@ -282,9 +282,10 @@ fn p2p_show(disk: &DiskRef<'_>, f: &mut Formatter<'_>) -> core::fmt::Result {
                 write!(f, "member ")?;
                 devt_fmt(f, m.devt)?;
                 match &m.pdev {
-                    Some(p) => writeln!(f, " {}", (**p).as_ref().name().to_str().unwrap_or("?"))?,
-                    None => writeln!(f, " -")?,
+                    Some(p) => write!(f, " {}", (**p).as_ref().name().to_str().unwrap_or("?"))?,
+                    None => write!(f, " -")?,
                 }
+                writeln!(f, " {}", u8::from(m.p2pdma))?;
             }
         }
         Err(e) => writeln!(f, "members error {}", e.to_errno())?,
@@ -308,7 +309,12 @@ fn p2p_show(disk: &DiskRef<'_>, f: &mut Formatter<'_>) -> core::fmt::Result {
             }
         }
         if !queue {
-            writeln!(f, "provider {name} queue")?;
+            write!(f, "provider {name} queue")?;
+            if let Some(m) = members.iter().find(|m| !m.p2pdma) {
+                write!(f, " ")?;
+                devt_fmt(f, m.devt)?;
+            }
+            writeln!(f)?;
         } else if let Some(refused) = state::refused_member(gpu, members) {
             write!(f, "provider {name} distance ")?;
             devt_fmt(f, refused)?;

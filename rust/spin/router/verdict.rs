@@ -187,6 +187,16 @@ pub(crate) fn file_check(req: &Request<'_>) -> (Fallback, FileInfo) {
         dio_excl: false,
     };
     match classify(&f) {
+        Err(Fallback::Queue) if f.stacked => {
+            // Name the disk under the stack whose queue refuses P2PDMA pages (an NVMe over
+            // Fabrics path, a virtio disk), or the stack itself if it cannot be listed.
+            info.member = req
+                .members()
+                .ok()
+                .and_then(|members| members.iter().find(|m| !m.p2pdma).map(|m| m.devt))
+                .unwrap_or(f.devt);
+            (Fallback::Queue, info)
+        }
         Err(reason) => (reason, info),
         Ok((offset_align, mem_align)) => {
             info.offset_align = offset_align;

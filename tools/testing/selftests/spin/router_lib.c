@@ -252,10 +252,11 @@ int trace_collect(struct trace *t, unsigned long long ino, char *why, size_t len
 			struct route r = { 0 };
 
 			int got = sscanf(p, ROUTE_FMT, &r.maj, &r.min, &r.ino, &r.pos, &r.len,
-					 r.mode, word[1], &r.pc, &r.p2p, &r.segs);
+					 r.mode, word[1], &r.pc, &r.p2p, &r.segs, &r.member_maj,
+					 &r.member_min);
 
 			r.reason = reason_index(word[1]);
-			if (got != 10 || r.reason < 0) {
+			if (got != 12 || r.reason < 0) {
 				if (!ret)
 					snprintf(why, len, "trace line not understood: %.200s", p);
 				ret = -EINVAL;

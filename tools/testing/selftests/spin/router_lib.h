@@ -64,7 +64,7 @@ extern const char *const reason_names[NREASON];
 /* The events' formats (tracefs, event group spin). */
 #define SEG_FMT " spin_route_segment: dev=%u:%u ino=%llu pos=%lld len=%lld path=%15s"
 #define ROUTE_FMT " spin_route: dev=%u:%u ino=%llu pos=%lld len=%lld mode=%15s " \
-	"reason=%15s pagecache=%lld p2p=%lld segs=%d"
+	"reason=%15s pagecache=%lld p2p=%lld segs=%d member=%u:%u"
 
 #define REASON_STAT(r) (ST_FB_MODE + (r) - R_MODE)
 #define BIT(r) (1U << (r))
@@ -86,6 +86,7 @@ struct route {
 	long long pos, len, pc, p2p;
 	int segs, reason, used;
 	char mode[16];
+	unsigned int member_maj, member_min;	/* the disk refused (queue, distance) */
 };
 
 struct trace {

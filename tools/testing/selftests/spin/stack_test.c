@@ -233,7 +233,7 @@ static int devt_of(const char *name, char *out, size_t len)
 	snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", stack_disk);
 	if (spin_read_file(path, buf, sizeof(buf)))
 		return -1;
-	snprintf(want, sizeof(want), " %.64s\n", strrchr(real, '/') + 1);
+	snprintf(want, sizeof(want), " %.64s ", strrchr(real, '/') + 1);
 	p = strstr(buf, want);
 	if (!p)
 		return -1;
