@@ -56,6 +56,8 @@ struct Member {
     devt: String,
     disk: Option<String>,
     pci: Option<String>,
+    /// Its queue accepts P2PDMA pages.
+    p2pdma: bool,
 }
 
 /// What the kernel says of one provider for a disk.
@@ -106,10 +108,11 @@ fn disk(name: &str) -> Disk {
         let f: Vec<&str> = line.split_whitespace().collect();
         match f.as_slice() {
             ["queue", q] => d.queue = *q == "1",
-            ["member", devt, pci] => d.members.push(Member {
+            ["member", devt, pci, rest @ ..] => d.members.push(Member {
                 devt: devt.to_string(),
                 disk: sys::disk_name(devt).or_else(|| sys::mpath_path_of(pci)),
                 pci: (*pci != "-").then(|| pci.to_string()),
+                p2pdma: rest.first() != Some(&"0"),
             }),
             ["members", "error", e] => {
                 d.error = Some(format!("the stack could not be listed ({e})"))
@@ -155,11 +158,17 @@ impl Disk {
     /// Why P2P between this disk and `v`'s provider is impossible, in words.
     fn why(&self, v: &Verdict) -> String {
         match v.reason.as_str() {
-            "queue" => {
-                "queue: the disk's queue does not accept P2PDMA pages (BLK_FEAT_PCI_P2PDMA; \
-                        virtio-blk, dm-crypt, md RAID-5, ... see Documentation/spin/stacking.rst)"
-                    .to_string()
-            }
+            "queue" => match self.fabric_path() {
+                Some((path, transport)) => format!(
+                    "queue: {} lacks BLK_FEAT_PCI_P2PDMA: {path} {}",
+                    self.name,
+                    transport_why(&transport)
+                ),
+                None => "queue: the disk's queue does not accept P2PDMA pages \
+                         (BLK_FEAT_PCI_P2PDMA; virtio-blk, dm-crypt, md RAID-5, ... see \
+                         Documentation/spin/stacking.rst)"
+                    .to_string(),
+            },
             "distance" => match v.member.as_deref().and_then(|m| self.member(m)) {
                 Some(m) => {
                     let name = m.disk.clone().unwrap_or_else(|| m.devt.clone());
@@ -188,6 +197,21 @@ impl Disk {
             },
             other => other.to_string(),
         }
+    }
+
+    /// The first NVMe over Fabrics path under this disk whose queue refuses P2PDMA pages,
+    /// and its transport (`tcp`, `rdma`, `loop`, `fc`), if a refused member has no PCI device
+    /// and is one: the kernel names members by device number, which a hidden path disk has
+    /// no file for, so the paths are found by walking the stack.
+    fn fabric_path(&self) -> Option<(String, String)> {
+        if !self.members.iter().any(|m| !m.p2pdma && m.pci.is_none()) {
+            return None;
+        }
+        sys::fabric_paths(&self.name).into_iter().find(|(path, _)| {
+            self.members
+                .iter()
+                .any(|m| !m.p2pdma && m.disk.as_deref().is_none_or(|d| d == path))
+        })
     }
 
     fn ok_for(&self, pci: &str) -> bool {
@@ -280,6 +304,45 @@ impl Disk {
             ),
             ("error", self.error.clone().map_or(Json::Null, Json::Str)),
         ])
+    }
+}
+
+/// Why an NVMe over Fabrics transport's queue refuses P2PDMA pages.
+fn transport_why(transport: &str) -> String {
+    match transport {
+        "tcp" => "is an NVMe/TCP path: nvme-tcp moves the data through socket buffers with \
+                  the CPU, so its queue cannot carry P2PDMA pages"
+            .to_string(),
+        "loop" => "is an NVMe loop path: nvmet's loop transport hands the data to the target's \
+                   own disk in host memory, so its queue cannot carry P2PDMA pages"
+            .to_string(),
+        "rdma" => {
+            let devs = sys::rdma_devices();
+            let soft: Vec<String> = devs
+                .iter()
+                .filter(|d| d.pci.is_none())
+                .map(|d| match &d.netdev {
+                    Some(n) => format!("{} on {n}", d.name),
+                    None => d.name.clone(),
+                })
+                .collect();
+            if !devs.is_empty() && soft.len() == devs.len() {
+                format!(
+                    "is an NVMe/RDMA path over software RDMA ({}): the NIC is not a PCI device \
+                     the GPU can reach, so the queue cannot carry P2PDMA pages",
+                    soft.join(", ")
+                )
+            } else {
+                "is an NVMe/RDMA path whose RDMA device refuses PCI P2PDMA \
+                 (ib_dma_pci_p2p_dma_supported(): a software device such as rxe or siw, or a \
+                 NIC whose DMA ops cannot map P2PDMA pages)"
+                    .to_string()
+            }
+        }
+        other => format!(
+            "is an NVMe over Fabrics path (transport {other}) whose queue cannot carry P2PDMA \
+             pages"
+        ),
     }
 }
 

@@ -104,6 +104,76 @@ pub fn mpath_path_of(pci: &str) -> Option<String> {
     (found.len() == 1).then(|| found.remove(0))
 }
 
+/// The NVMe over Fabrics path disks at the bottom of `disk` (its `/sys/block` name), each with
+/// its controller's transport (`tcp`, `rdma`, `loop`, `fc`): the paths of a multipath head
+/// (`multipath/`) and of every disk it is built on (`slaves/`), depth first.
+pub fn fabric_paths(disk: &str) -> Vec<(String, String)> {
+    fn walk(disk: &str, depth: u32, out: &mut Vec<(String, String)>) {
+        if depth > 16 {
+            return;
+        }
+        let base = Path::new("/sys/block").join(disk);
+        match read(base.join("device/transport")) {
+            Ok(t) if t != "pcie" => out.push((disk.to_string(), t)),
+            _ => {}
+        }
+        for sub in ["multipath", "slaves"] {
+            let mut below: Vec<String> = fs::read_dir(base.join(sub))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            below.sort();
+            for b in below {
+                // A slave may be a partition: its disk is the directory above it.
+                let name = match fs::canonicalize(base.join(sub).join(&b)) {
+                    Ok(p) if p.join("partition").exists() => p
+                        .parent()
+                        .and_then(|d| d.file_name())
+                        .map_or(b.clone(), |n| n.to_string_lossy().into_owned()),
+                    _ => b,
+                };
+                walk(&name, depth + 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(disk, 0, &mut out);
+    out
+}
+
+/// An RDMA device (`/sys/class/infiniband/<name>`).
+pub struct RdmaDevice {
+    pub name: String,
+    /// Its PCI function; `None` for a software device (rxe, siw).
+    pub pci: Option<String>,
+    /// The network device a software device runs on (`parent`).
+    pub netdev: Option<String>,
+}
+
+/// The RDMA devices of the system, sorted by name.
+pub fn rdma_devices() -> Vec<RdmaDevice> {
+    let mut v: Vec<RdmaDevice> = fs::read_dir("/sys/class/infiniband")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| {
+            let pci = fs::canonicalize(e.path().join("device"))
+                .ok()
+                .filter(|p| p.join("vendor").exists() && p.join("config").exists())
+                .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()));
+            RdmaDevice {
+                name: e.file_name().to_string_lossy().into_owned(),
+                pci,
+                netdev: read(e.path().join("parent")).ok(),
+            }
+        })
+        .collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    v
+}
+
 /// The PCI functions from the root bus down to `bdf`, from its sysfs path.
 pub fn pci_chain(bdf: &str) -> Vec<String> {
     let Ok(p) = fs::canonicalize(format!("/sys/bus/pci/devices/{bdf}")) else {
