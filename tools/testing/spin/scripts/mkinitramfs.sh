@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build the guest's initramfs (uncompressed: decompression is slow under TCG): busybox,
-# fio, mkfs.ext4, mkfs.xfs, mdadm, dmsetup (with their shared libraries), the spin user tool,
-# the spin selftests built from the kernel tree, the selfcheck program, and the guest scripts.
+# fio, mkfs.ext4, mkfs.xfs, mdadm, dmsetup, ip, rdma (with their shared libraries), the spin
+# user tool, the spin selftests built from the kernel tree, the selfcheck program, and the
+# guest scripts.
 # The cpio is rewritten only when its content changes.
 set -euo pipefail
 
@@ -37,6 +38,10 @@ add_bin /sbin/mkfs.xfs
 # md and dm stacks (stack_test)
 add_bin /sbin/mdadm
 add_bin /sbin/dmsetup
+# NVMe over Fabrics (remote_test): iproute2's ip for the veth pair (busybox's ip cannot make
+# one) and rdma for the soft-RoCE link, kept at their own paths beside busybox's applets.
+add_bin /usr/sbin/ip
+add_bin /usr/bin/rdma
 [ -f /etc/mke2fs.conf ] && add_file /etc/mke2fs.conf
 
 log "building the spin selftests from the kernel tree"

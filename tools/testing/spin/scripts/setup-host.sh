@@ -20,7 +20,7 @@ mkdir -p "$STAMP_DIR"
 BOOKWORM_PKGS=(
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	bison flex cpio kmod libelf-dev rsync bc ccache
-	busybox-static fio pciutils e2fsprogs xfsprogs mdadm dmsetup python3 python3-numpy python3-matplotlib python3-docutils
+	busybox-static fio pciutils e2fsprogs xfsprogs mdadm dmsetup iproute2 python3 python3-numpy python3-matplotlib python3-docutils
 	gcc make git
 )
 
