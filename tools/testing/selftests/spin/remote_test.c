@@ -24,7 +24,9 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "../kselftest.h"
@@ -40,10 +42,17 @@
 #define WAIT_S 60		/* for a disk to come or go */
 #define MD_CREATE "mdadm --create /dev/md/spin-remote --run --level=1 --raid-devices=2 --assume-clean"
 
-/* Per transport: set-up, then per filesystem reads, writes and appends, then take-down. */
+/*
+ * Per transport: set-up, per filesystem reads, writes and appends, spin check,
+ * an outage where the transport has one, take-down; and the md RAID-1.
+ */
 #define FS_RESULTS 3
-#define TRANSPORT_RESULTS (2 + 2 * FS_RESULTS + 1)
-#define RESULTS (3 * TRANSPORT_RESULTS + 1)
+#define TRANSPORT_RESULTS (1 + 2 * FS_RESULTS + 1 + 1)
+#define OUTAGES 2
+#define RESULTS (3 * TRANSPORT_RESULTS + OUTAGES + 1)
+
+/* How a target goes away: its port loses the subsystem, or the network link goes down. */
+enum { OUTAGE_NONE, OUTAGE_PORT, OUTAGE_LINK };
 
 /* One NVMe over Fabrics transport: the target's port and subsystem, the host's controller. */
 struct transport {
@@ -54,6 +63,7 @@ struct transport {
 	int port;		/* nvmet port number */
 	const char *nqn;	/* subsystem NQN, also its serial */
 	const char *why;	/* what spin check must say of the path */
+	int outage;		/* how the target goes away for a while, if at all */
 	char ctrl[32];		/* the host's controller, nvmeN */
 	char disk[80];		/* the host's disk, nvmeXnY */
 	int target_up, connected;
@@ -61,11 +71,12 @@ struct transport {
 
 static struct transport transports[] = {
 	{ .name = "tcp", .trtype = "tcp", .traddr = "127.0.0.1", .svcid = "4420", .port = 1,
-	  .nqn = "spin-remote-tcp", .why = "is an NVMe/TCP path" },
+	  .nqn = "spin-remote-tcp", .why = "is an NVMe/TCP path", .outage = OUTAGE_PORT },
 	{ .name = "loop", .trtype = "loop", .port = 2, .nqn = "spin-remote-loop",
 	  .why = "is an NVMe loop path" },
 	{ .name = "rdma", .trtype = "rdma", .traddr = RXE_ADDR, .svcid = "4421", .port = 3,
-	  .nqn = "spin-remote-rdma", .why = "over software RDMA (" RXE_DEV " on " RXE_NETDEV ")" },
+	  .nqn = "spin-remote-rdma", .why = "over software RDMA (" RXE_DEV " on " RXE_NETDEV ")",
+	  .outage = OUTAGE_LINK },
 };
 
 static char backing[80];	/* the target's block device: spin-nvme2 */
@@ -182,8 +193,10 @@ static int host_connect(struct transport *t, char *why, size_t len)
 	ssize_t n;
 	int fd, ret;
 
+	/* A lost connection is retried every second, for 30 s at most, with I/O held. */
 	if (t->traddr)
-		snprintf(opts, sizeof(opts), "transport=%s,traddr=%s,trsvcid=%s,nqn=%s",
+		snprintf(opts, sizeof(opts),
+			 "transport=%s,traddr=%s,trsvcid=%s,nqn=%s,ctrl_loss_tmo=30,reconnect_delay=1",
 			 t->trtype, t->traddr, t->svcid, t->nqn);
 	else
 		snprintf(opts, sizeof(opts), "transport=%s,nqn=%s", t->trtype, t->nqn);
@@ -601,6 +614,198 @@ static void mixed_raid1(struct transport *t)
 		   local, pmaj, pmin);
 }
 
+/* The state of the host's controller of @t: "live", "resetting", "connecting", ... */
+static void ctrl_state(struct transport *t, char *state, size_t len)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "/sys/class/nvme/%s/state", t->ctrl);
+	if (spin_read_file(path, state, len))
+		snprintf(state, len, "gone");
+}
+
+/* Takes the target of @t away (@down) or brings it back. */
+static int outage_set(struct transport *t, int down)
+{
+	char path[PATH_MAX], sub[PATH_MAX];
+
+	if (t->outage == OUTAGE_LINK)
+		return run(down ? IP " link set " RXE_NETDEV " down" :
+			   IP " link set " RXE_NETDEV " up");
+	snprintf(path, sizeof(path), NVMET "/ports/%d/subsystems/%s", t->port, t->nqn);
+	snprintf(sub, sizeof(sub), NVMET "/subsystems/%s", t->nqn);
+	if (down)
+		return unlink(path) ? -errno : 0;
+	return symlink(sub, path) ? -errno : 0;
+}
+
+#define OUT_BUF (4 * MiB)
+#define OUT_LEN MiB
+
+/* What the reader and the writer of an outage count, in memory shared with them. */
+struct outage_counts {
+	int phase;		/* 0 before, 1 target away, 2 back, 3 stop */
+	int read_ok[3], read_err, read_bad, write_ok[3], write_err;
+	char bad[320];
+};
+
+/* Reads into GPU memory (@g) until told to stop, each checked from the host side. */
+static void outage_reader(struct router_fs *fs, uint8_t *g, struct outage_counts *c)
+{
+	int fd = open(fs->base.path, O_RDONLY);
+	char why[256];
+
+	for (int i = 0; fd >= 0 && __atomic_load_n(&c->phase, __ATOMIC_RELAXED) < 3; i++) {
+		off_t off = (off_t)(i * 257 % (SMALL_LEN / PG - OUT_LEN / PG)) * PG;
+		int phase = __atomic_load_n(&c->phase, __ATOMIC_RELAXED);
+		ssize_t n;
+
+		posix_fadvise(fd, off, OUT_LEN, POSIX_FADV_DONTNEED);
+		n = pread(fd, g, OUT_LEN, off);
+		if (n < 0) {
+			c->read_err++;
+			continue;
+		}
+		if (spin_gpu_check(gpu, g, n, fs->base.seed, off, why, sizeof(why))) {
+			if (!c->read_bad++)
+				snprintf(c->bad, sizeof(c->bad), "%zd B at %lld: %s", n,
+					 (long long)off, why);
+			continue;
+		}
+		c->read_ok[phase > 2 ? 2 : phase]++;
+	}
+	_exit(fd < 0);
+}
+
+/* Writes from GPU memory (@g) to a file of its own until told to stop, with fsync. */
+static void outage_writer(struct router_fs *fs, uint8_t *g, struct outage_counts *c)
+{
+	char path[PATH_MAX + 16];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/away.dat", fs->base.dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	for (int i = 0; fd >= 0 && __atomic_load_n(&c->phase, __ATOMIC_RELAXED) < 3; i++) {
+		int phase = __atomic_load_n(&c->phase, __ATOMIC_RELAXED);
+
+		if (pwrite(fd, g, OUT_LEN, (off_t)(i % 8) * OUT_LEN) != (ssize_t)OUT_LEN ||
+		    fsync(fd))
+			c->write_err++;
+		else
+			c->write_ok[phase > 2 ? 2 : phase]++;
+	}
+	_exit(fd < 0);
+}
+
+/*
+ * The target goes away under routed reads and writes and comes back: the
+ * controller reconnects, the I/O held meanwhile completes or fails cleanly
+ * (never wrong bytes), nothing hangs, reads and writes go on afterwards, the
+ * GPU memory they used goes back to its pool, and the filesystem checks clean.
+ */
+static void target_outage(struct transport *t)
+{
+	struct router_fs fs = { .base = { .name = "away", .serial = t->nqn,
+					  .dir = "/mnt/rm-away", .seed = 84 } };
+	int xfs = t->outage == OUTAGE_LINK, buf = -1, away = 0, ret;
+	char state[32] = "", cmd[256], what[64];
+	struct outage_counts *c;
+	long long avail0, avail1;
+	pid_t pid[2] = { -1, -1 };
+	struct res r = { 0 };
+	uint8_t *g = MAP_FAILED;
+	char path[PATH_MAX + 32];
+
+	fs.base.type = xfs ? "xfs" : "ext4";
+	fs.base.mkfs = xfs ? SPIN_MKFS_XFS : SPIN_MKFS_EXT4;
+	snprintf(what, sizeof(what), "%s: %s", t->name,
+		 xfs ? "link down under I/O" : "port removed under I/O");
+	c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (c == MAP_FAILED) {
+		ksft_test_result_fail("%s: %s\n", what, strerror(errno));
+		return;
+	}
+	memset(c, 0, sizeof(*c));
+	fs_setup(&fs, SMALL_LEN);
+	snprintf(path, sizeof(path), "%s/p2pmem/available", gpu);
+	avail0 = spin_read_ll(path);
+	buf = spin_heap_alloc(spin_heap_open(gpu), OUT_BUF, O_RDWR | O_CLOEXEC, 0);
+	if (buf >= 0)
+		g = mmap(NULL, OUT_BUF, PROT_READ | PROT_WRITE, MAP_SHARED, buf, 0);
+	if (g == MAP_FAILED || spin_gpu_fill(gpu, g + OUT_LEN, OUT_LEN, 85, 0)) {
+		fail(&r, what, "GPU memory: %s", strerror(errno));
+		goto out;
+	}
+	pid[0] = fork();
+	if (pid[0] == 0)
+		outage_reader(&fs, g, c);
+	pid[1] = fork();
+	if (pid[1] == 0)
+		outage_writer(&fs, g + OUT_LEN, c);
+	sleep(2);
+	__atomic_store_n(&c->phase, 1, __ATOMIC_RELAXED);
+	ret = outage_set(t, 1);
+	if (ret)
+		fail(&r, what, "taking the target away: %s", strerror(-ret));
+	for (int i = 0; i < 40; i++) {
+		usleep(100000);
+		ctrl_state(t, state, sizeof(state));
+		away |= strcmp(state, "live") != 0;
+	}
+	ret = outage_set(t, 0);
+	if (ret)
+		fail(&r, what, "bringing the target back: %s", strerror(-ret));
+	for (int i = 0; i < 300 && (ctrl_state(t, state, sizeof(state)), strcmp(state, "live"));
+	     i++)
+		usleep(100000);
+	if (strcmp(state, "live"))
+		fail(&r, what, "the controller is %s 30 s after the target came back", state);
+	if (!away)
+		fail(&r, what, "the controller never left state live: the target was never missed");
+	__atomic_store_n(&c->phase, 2, __ATOMIC_RELAXED);
+	sleep(3);
+	__atomic_store_n(&c->phase, 3, __ATOMIC_RELAXED);
+	for (int k = 0; k < 2; k++) {
+		int status = 0, waited = 0;
+
+		while (waited < 1200 && waitpid(pid[k], &status, WNOHANG) == 0) {
+			usleep(100000);
+			waited++;
+		}
+		if (waited == 1200) {
+			fail(&r, what, "the %s hangs", k ? "writer" : "reader");
+			kill(pid[k], SIGKILL);
+			waitpid(pid[k], &status, 0);
+			fs.hung = 1;
+		} else if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+			fail(&r, what, "the %s failed", k ? "writer" : "reader");
+		}
+	}
+	if (c->read_bad)
+		fail(&r, what, "%d reads put wrong bytes in GPU memory, first %s", c->read_bad,
+		     c->bad);
+	if (!c->read_ok[2] || !c->write_ok[2])
+		fail(&r, what, "after the target came back: %d reads and %d writes right",
+		     c->read_ok[2], c->write_ok[2]);
+out:
+	if (g != MAP_FAILED)
+		munmap(g, OUT_BUF);
+	if (buf >= 0)
+		close(buf);
+	avail1 = spin_read_ll(path);
+	if (avail0 != avail1)
+		fail(&r, what, "%lld bytes of GPU memory not back in the pool", avail0 - avail1);
+	fs_teardown(&fs);
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/console 2>&1",
+		 xfs ? "xfs_repair -n" : "e2fsck -fn", fs.base.dev);
+	if (!fs.hung && run(cmd))
+		fail(&r, what, "%s finds the filesystem damaged", cmd);
+	res_result(&r, "%s: %d/%d/%d reads, %d/%d/%d writes right before/away/back, %d/%d failed",
+		   what, c->read_ok[0], c->read_ok[1], c->read_ok[2], c->write_ok[0],
+		   c->write_ok[1], c->write_ok[2], c->read_err, c->write_err);
+	munmap(c, sizeof(*c));
+}
+
 /* A transport end to end; the results it owes are always given. */
 static void transport_tests(struct transport *t)
 {
@@ -616,10 +821,15 @@ static void transport_tests(struct transport *t)
 	ksft_test_result(!ret, "%s: target and host connected: disk %s\n", t->name,
 			 ret ? why : t->disk);
 	if (ret) {
-		for (int i = 0; i < 1 + 2 * FS_RESULTS; i++)
+		int owed = 2 * FS_RESULTS + 1 + (t->outage != OUTAGE_NONE) +
+			   !strcmp(t->name, "tcp");
+
+		for (int i = 0; i < owed; i++)
 			ksft_test_result_fail("%s: not run: no remote disk\n", t->name);
 	} else {
 		fs_tests(t);
+		if (t->outage != OUTAGE_NONE)
+			target_outage(t);
 		if (!strcmp(t->name, "tcp"))
 			mixed_raid1(t);
 	}

@@ -35,6 +35,9 @@ add_bin /usr/bin/fio
 add_bin /sbin/mke2fs
 ln -sf mke2fs "$stage/sbin/mkfs.ext4"
 add_bin /sbin/mkfs.xfs
+# Filesystem checks after faults (remote_test)
+add_bin /sbin/e2fsck
+add_bin /sbin/xfs_repair
 # md and dm stacks (stack_test)
 add_bin /sbin/mdadm
 add_bin /sbin/dmsetup
