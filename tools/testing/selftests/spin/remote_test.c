@@ -40,7 +40,8 @@
 #define RXE_DEV "spinrxe0"
 #define RXE_ADDR "10.77.0.1"
 #define WAIT_S 60		/* for a disk to come or go */
-#define MD_CREATE "mdadm --create /dev/md/spin-remote --run --level=1 --raid-devices=2 --assume-clean"
+#define MD_DEV "/dev/md0"
+#define MD_CREATE "mdadm --create " MD_DEV " --run --level=1 --raid-devices=2 --assume-clean"
 
 /*
  * Per transport: set-up, per filesystem reads, writes and appends, spin check,
@@ -555,21 +556,27 @@ static void mixed_raid1(struct transport *t)
 		ksft_test_result_fail("md RAID-1 local + tcp: no %s\n", SPIN_NVME0_SERIAL);
 		return;
 	}
-	snprintf(cmd, sizeof(cmd), "%s %s /dev/%s >/dev/console 2>&1", MD_CREATE, local, t->disk);
-	if (run(cmd) || run(SPIN_MKFS_EXT4 " /dev/md/spin-remote >/dev/null 2>&1")) {
+	snprintf(cmd, sizeof(cmd), "mdadm --zero-superblock %s /dev/%s >/dev/null 2>&1", local,
+		 t->disk);
+	run(cmd);
+	snprintf(cmd, sizeof(cmd), "%s %s /dev/%s </dev/null >/dev/console 2>&1", MD_CREATE,
+		 local, t->disk);
+	if (run(cmd) || run(SPIN_MKFS_EXT4 " " MD_DEV " >/dev/null 2>&1")) {
 		ksft_test_result_fail("md RAID-1 local + tcp: mdadm or mkfs failed\n");
-		run("mdadm --stop /dev/md/spin-remote >/dev/null 2>&1");
+		run("mdadm --stop " MD_DEV " >/dev/null 2>&1");
 		return;
 	}
-	if (!realpath("/dev/md/spin-remote", md.base.dev) ||
-	    spin_mount(md.base.dev, md.base.dir, "ext4", 0, NULL)) {
+	snprintf(md.base.dev, sizeof(md.base.dev), "%s", MD_DEV);
+	if (spin_mount(md.base.dev, md.base.dir, "ext4", 0, NULL)) {
 		ksft_test_result_fail("md RAID-1 local + tcp: mount: %s\n", strerror(errno));
-		run("mdadm --stop /dev/md/spin-remote >/dev/null 2>&1");
+		run("mdadm --stop " MD_DEV " >/dev/null 2>&1");
 		return;
 	}
 	snprintf(md.base.disk, sizeof(md.base.disk), "%s", strrchr(md.base.dev, '/') + 1);
 	snprintf(md.base.stat, sizeof(md.base.stat), "/sys/block/%s/spin/stat", md.base.disk);
 	snprintf(md.base.path, sizeof(md.base.path), "%s/data", md.base.dir);
+	snprintf(cmd, sizeof(cmd), "/sys/block/%s/queue/logical_block_size", md.base.disk);
+	md.lbs = spin_read_ll(cmd) > 0 ? spin_read_ll(cmd) : 512;
 	fd = open(md.base.path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	spin_pattern_fill(host, 0, SMALL_LEN, md.base.seed);
 	if (fd < 0 || spin_write_uncached(fd, host, SMALL_LEN, 0) || fsync(fd) ||
@@ -605,7 +612,7 @@ static void mixed_raid1(struct transport *t)
 		close(fd);
 	if (spin_umount(md.base.dir))
 		fail(&r, "md", "umount: %s", strerror(errno));
-	if (run("mdadm --stop /dev/md/spin-remote >/dev/console 2>&1"))
+	if (run("mdadm --stop " MD_DEV " >/dev/console 2>&1"))
 		fail(&r, "md", "mdadm --stop failed");
 	snprintf(cmd, sizeof(cmd), "mdadm --zero-superblock %s /dev/%s >/dev/null 2>&1", local,
 		 t->disk);
