@@ -305,38 +305,19 @@ static void remote_reads(struct router_fs *fs, const char *what)
 	};
 	unsigned int pmaj = 0, pmin = 0;
 	struct res r = { 0 };
-	char label[160], why[256];
-	uint8_t want[1024];
+	char label[160];
 	struct obs o;
-	ssize_t n;
 
 	if (p2p_queue_member(fs->base.disk, &pmaj, &pmin))
 		fail(&r, what, "/sys/block/%s/spin/p2p names no refused member for %s",
 		     fs->base.disk, gpu_bdf);
 	for (size_t i = 0; i < ARRAY_SIZE(c); i++) {
 		size_t goff = 40 * MiB + c[i].pos % PG;
-		struct range rg = { c[i].pos, c[i].len };
-		long long first = c[i].pos / PG;
-		size_t np = div_up(c[i].pos + (long long)c[i].len, PG) - first;
 
 		snprintf(label, sizeof(label), "%s: %zu B at %lld, %d%% cached", what, c[i].len,
 			 c[i].pos, c[i].rz);
-		rz_fill(c[i].rz, want, np, 0);
 		r.runs++;
-		if (set_residency(fs, first, np, want, why, sizeof(why))) {
-			fail(&r, label, "%s", why);
-			continue;
-		}
-		poison(goff, c[i].len);
-		obs_begin(fs, &o, &r, label);
-		n = pread(fs->fd, gmem + goff, c[i].len, c[i].pos);
-		if (n != (ssize_t)c[i].len)
-			fail(&r, label, "returned %zd (%s)", n, n < 0 ? strerror(errno) : "short");
-		else if (spin_gpu_check(gpu, gmem + goff, n, fs->base.seed, c[i].pos, why,
-					sizeof(why)))
-			fail(&r, label, "GPU memory: %s", why);
-		check_guards(goff, c[i].len, &r, label);
-		if (!obs_end(fs, &o, &rg, 1, &r, label)) {
+		if (!read_observed(fs, c[i].pos, c[i].len, c[i].rz, goff, &o, &r, label)) {
 			if (o.d.v[ST_BYTES_P2P] || o.d.v[ST_FB_QUEUE] != 1 ||
 			    route_reasons(&o) != BIT(R_QUEUE))
 				fail(&r, label,
@@ -545,12 +526,9 @@ static void mixed_raid1(struct transport *t)
 	struct router_fs md = { .base = { .name = "md", .type = "ext4", .dir = "/mnt/rm-md",
 					  .seed = 83 } };
 	unsigned int pmaj = 0, pmin = 0;
-	char local[80], cmd[512], why[256];
+	char local[80], cmd[512];
 	struct res r = { 0 };
-	struct range rg = { 4096, 2 * MiB };
 	struct obs o;
-	ssize_t n;
-	int fd;
 
 	if (spin_nvme_blockdev(SPIN_NVME0_SERIAL, local, sizeof(local))) {
 		ksft_test_result_fail("md RAID-1 local + tcp: no %s\n", SPIN_NVME0_SERIAL);
@@ -576,42 +554,23 @@ static void mixed_raid1(struct transport *t)
 	snprintf(md.base.stat, sizeof(md.base.stat), "/sys/block/%s/spin/stat", md.base.disk);
 	snprintf(md.base.path, sizeof(md.base.path), "%s/data", md.base.dir);
 	snprintf(cmd, sizeof(cmd), "/sys/block/%s/queue/logical_block_size", md.base.disk);
-	md.lbs = spin_read_ll(cmd) > 0 ? spin_read_ll(cmd) : 512;
-	fd = open(md.base.path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	spin_pattern_fill(host, 0, SMALL_LEN, md.base.seed);
-	if (fd < 0 || spin_write_uncached(fd, host, SMALL_LEN, 0) || fsync(fd) ||
-	    fstat(fd, &md.st)) {
-		fail(&r, "md", "data file: %s", strerror(errno));
-	} else {
-		md.fd = fd;
-		md.size = SMALL_LEN;
-		if (p2p_queue_member(md.base.disk, &pmaj, &pmin))
-			fail(&r, "md", "spin/p2p of %s names no refused member", md.base.disk);
-		poison(4096, 2 * MiB);
-		obs_begin(&md, &o, &r, "md");
-		n = pread(fd, gmem + 4096, 2 * MiB, 4096);
-		if (n != (ssize_t)(2 * MiB))
-			fail(&r, "md", "read returned %zd", n);
-		else if (spin_gpu_check(gpu, gmem + 4096, n, md.base.seed, 4096, why, sizeof(why)))
-			fail(&r, "md", "GPU memory: %s", why);
-		check_guards(4096, 2 * MiB, &r, "md");
-		if (!obs_end(&md, &o, &rg, 1, &r, "md")) {
-			if (o.d.v[ST_FB_QUEUE] != 1 || route_reasons(&o) != BIT(R_QUEUE))
-				fail(&r, "md", "fallback_queue +%lld, reasons seen %#x",
-				     o.d.v[ST_FB_QUEUE], route_reasons(&o));
-			for (int k = 0; k < o.tr.nroute; k++)
-				if (o.tr.route[k].member_maj != pmaj ||
-				    o.tr.route[k].member_min != pmin || !pmaj)
-					fail(&r, "md", "spin_route names %u:%u, spin/p2p %u:%u",
-					     o.tr.route[k].member_maj, o.tr.route[k].member_min,
-					     pmaj, pmin);
-		}
-		trace_free(&o.tr);
+	md.base.lbs = spin_read_ll(cmd);
+	fs_fill(&md, SMALL_LEN);
+	if (p2p_queue_member(md.base.disk, &pmaj, &pmin))
+		fail(&r, "md", "spin/p2p of %s names no refused member", md.base.disk);
+	if (!read_observed(&md, 4096, 2 * MiB, 0, 4096, &o, &r, "md")) {
+		if (o.d.v[ST_FB_QUEUE] != 1 || route_reasons(&o) != BIT(R_QUEUE))
+			fail(&r, "md", "fallback_queue +%lld, reasons seen %#x",
+			     o.d.v[ST_FB_QUEUE], route_reasons(&o));
+		for (int k = 0; k < o.tr.nroute; k++)
+			if (o.tr.route[k].member_maj != pmaj ||
+			    o.tr.route[k].member_min != pmin || !pmaj)
+				fail(&r, "md", "spin_route names %u:%u, spin/p2p %u:%u",
+				     o.tr.route[k].member_maj, o.tr.route[k].member_min, pmaj,
+				     pmin);
 	}
-	if (fd >= 0)
-		close(fd);
-	if (spin_umount(md.base.dir))
-		fail(&r, "md", "umount: %s", strerror(errno));
+	trace_free(&o.tr);
+	fs_teardown(&md);
 	if (run("mdadm --stop " MD_DEV " >/dev/console 2>&1"))
 		fail(&r, "md", "mdadm --stop failed");
 	snprintf(cmd, sizeof(cmd), "mdadm --zero-superblock %s /dev/%s >/dev/null 2>&1", local,

@@ -30,10 +30,8 @@
 static void fallback(struct router_fs *fs, int reason, const char *what)
 {
 	struct res r = { 0 };
-	char label[128], why[256];
-	uint8_t want[1024];
+	char label[128];
 	struct obs o;
-	ssize_t n;
 	const struct {
 		long long pos;
 		size_t len;
@@ -48,33 +46,16 @@ static void fallback(struct router_fs *fs, int reason, const char *what)
 
 	for (size_t i = 0; i < ARRAY_SIZE(c); i++) {
 		size_t goff = 56 * MiB + c[i].pos % PG;
-		struct range rg = { c[i].pos, c[i].len };
-		long long first = c[i].pos / PG;
-		size_t np = div_up(c[i].pos + (long long)c[i].len, PG) - first;
 
 		snprintf(label, sizeof(label), "%s: %zu B at %lld, %d%% cached, mode %s",
 			 fs->base.name,
 			 c[i].len, c[i].pos, c[i].rz, c[i].mode);
-		rz_fill(c[i].rz, want, np, 0);
 		r.runs++;
-		if (set_residency(fs, first, np, want, why, sizeof(why))) {
-			fail(&r, label, "%s", why);
-			continue;
-		}
 		if (set_mode(c[i].mode)) {
 			fail(&r, label, "mode %s: %s", c[i].mode, strerror(errno));
 			continue;
 		}
-		poison(goff, c[i].len);
-		obs_begin(fs, &o, &r, label);
-		n = pread(fs->fd, gmem + goff, c[i].len, c[i].pos);
-		if (n != (ssize_t)c[i].len)
-			fail(&r, label, "returned %zd", n);
-		else if (spin_gpu_check(gpu, gmem + goff, n, fs->base.seed, c[i].pos, why,
-					sizeof(why)))
-			fail(&r, label, "GPU memory: %s", why);
-		check_guards(goff, c[i].len, &r, label);
-		if (!obs_end(fs, &o, &rg, 1, &r, label)) {
+		if (!read_observed(fs, c[i].pos, c[i].len, c[i].rz, goff, &o, &r, label)) {
 			if (o.d.v[ST_BYTES_P2P] || o.d.v[REASON_STAT(reason)] != 1 ||
 			    route_reasons(&o) != BIT(reason))
 				fail(&r, label,

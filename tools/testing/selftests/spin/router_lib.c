@@ -506,6 +506,34 @@ void check_guards(size_t goff, size_t n, struct res *r, const char *label)
 		     why);
 }
 
+int read_observed(struct router_fs *fs, long long pos, size_t len, int rz, size_t goff,
+		  struct obs *o, struct res *r, const char *label)
+{
+	struct range rg = { pos, len };
+	long long first = pos / PG;
+	size_t np = div_up(pos + (long long)len, PG) - first;
+	uint8_t want[1024];
+	char why[256];
+	ssize_t n;
+
+	memset(o, 0, sizeof(*o));
+	np = np > sizeof(want) ? sizeof(want) : np;
+	rz_fill(rz, want, np, 0);
+	if (set_residency(fs, first, np, want, why, sizeof(why))) {
+		fail(r, label, "%s", why);
+		return -1;
+	}
+	poison(goff, len);
+	obs_begin(fs, o, r, label);
+	n = pread(fs->fd, gmem + goff, len, pos);
+	if (n != (ssize_t)len)
+		fail(r, label, "returned %zd (%s)", n, n < 0 ? strerror(errno) : "short");
+	else if (spin_gpu_check(gpu, gmem + goff, n, fs->base.seed, pos, why, sizeof(why)))
+		fail(r, label, "GPU memory: %s", why);
+	check_guards(goff, len, r, label);
+	return obs_end(fs, o, &rg, 1, r, label);
+}
+
 /* ---- residency ---------------------------------------------------------- */
 
 const char *rz_name(int rz, char *buf, size_t len)
@@ -739,10 +767,15 @@ void fs_find(struct router_fs *fs)
 /* mkfs, mount, a pattern file of @size bytes, its descriptors and mapping. */
 void fs_setup(struct router_fs *fs, long long size)
 {
-	struct statx stx;
-
 	if (spin_fs_setup(&fs->base, 0))
 		fs_missing(fs);
+	fs_fill(fs, size);
+}
+
+void fs_fill(struct router_fs *fs, long long size)
+{
+	struct statx stx;
+
 	fs_geometry(fs);
 	fs->fd = open(fs->base.path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (fs->fd < 0)

@@ -169,6 +169,14 @@ void obs_begin(struct router_fs *fs, struct obs *o, struct res *r, const char *l
 int obs_end(struct router_fs *fs, struct obs *o, const struct range *rg, int nr, struct res *r,
 	    const char *label);
 unsigned int route_reasons(const struct obs *o);
+/*
+ * One observed read into GPU memory: @len bytes at @pos into gmem + @goff,
+ * @rz percent of its pages cached first (rz_fill()), the bytes and the guards
+ * around them checked. 0 when @o holds the counters' deltas and the trace,
+ * else -1; the problems are in @r, and @o's trace is trace_free()d either way.
+ */
+int read_observed(struct router_fs *fs, long long pos, size_t len, int rz, size_t goff,
+		  struct obs *o, struct res *r, const char *label);
 void poison(size_t goff, size_t len);
 void check_guards(size_t goff, size_t n, struct res *r, const char *label);
 const char *rz_name(int rz, char *buf, size_t len);
@@ -181,6 +189,11 @@ void check_rules(struct router_fs *fs, struct obs *o, long long pos, long long n
 		 const char *label);
 void fs_find(struct router_fs *fs);
 void fs_setup(struct router_fs *fs, long long size);
+/*
+ * fs_setup() on a filesystem mounted by the caller at @fs->base.dir, whose
+ * dev, disk, stat, path and lbs the caller filled in.
+ */
+void fs_fill(struct router_fs *fs, long long size);
 void fs_teardown(struct router_fs *fs);
 
 /*
