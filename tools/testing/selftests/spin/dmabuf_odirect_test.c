@@ -255,11 +255,17 @@ TEST_F_TIMEOUT(heap_buffer, direct_preadv_trimmed_bio_unpins, TIMEOUT)
 {
 	const size_t stride = 8192, len = TRIM_IOVS * stride;
 	struct iovec iov[TRIM_IOVS];
-	long long avail0, avail1;
+	long long avail0, avail1, lbs;
+	char why[256], path[160];
 	size_t total = 0;
-	char why[256];
 	int buf;
 	char *g;
+
+	/* The read's block: the disk's logical block (a file's is the same here). */
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/logical_block_size",
+		 strrchr(self->t.fs->dev, '/') + 1);
+	lbs = spin_read_ll(path);
+	ASSERT_LT(0, lbs) TH_LOG("%s: %s", path, strerror(errno));
 
 	avail0 = p2pmem_available();
 	buf = spin_heap_alloc(self->t.heap, len, O_RDWR | O_CLOEXEC, 0);
@@ -273,11 +279,9 @@ TEST_F_TIMEOUT(heap_buffer, direct_preadv_trimmed_bio_unpins, TIMEOUT)
 	/* The last length makes the whole read a multiple of the block. */
 	for (int k = 0; k < TRIM_IOVS - 1; k++)
 		total += iov[k].iov_len;
-	iov[TRIM_IOVS - 1].iov_len = 4100 + (self->t.fs->lbs - (total + 4100) % self->t.fs->lbs) %
-				     self->t.fs->lbs;
+	iov[TRIM_IOVS - 1].iov_len = 4100 + (lbs - (total + 4100) % lbs) % lbs;
 	total += iov[TRIM_IOVS - 1].iov_len;
-	ASSERT_NE(0U, (4104 + 255 * 4100) % self->t.fs->lbs)
-		TH_LOG("the first bio would not be cut");
+	ASSERT_NE(0, (4104 + 255 * 4100) % lbs) TH_LOG("the first bio would not be cut");
 
 	EXPECT_EQ((ssize_t)total, preadv(self->t.fd, iov, TRIM_IOVS, 0))
 		TH_LOG("preadv: %s", strerror(errno));
