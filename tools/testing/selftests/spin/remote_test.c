@@ -293,7 +293,7 @@ static int p2p_queue_member(const char *disk, unsigned int *maj, unsigned int *m
 
 /*
  * Reads into GPU memory: sizes from a page to 3 MiB, aligned and not, cold
- * and half cached. Each goes whole through the page cache with reason queue
+ * and cached. Each goes whole through the page cache with reason queue
  * (counters, trace), names the same member as spin/p2p, and every byte is
  * right, the guard bytes around it untouched.
  */
@@ -306,7 +306,7 @@ static void remote_reads(struct router_fs *fs, const char *what)
 	} c[] = {
 		{ 0, PG, 0 },
 		{ 0, MiB, 0 },
-		{ 12345, 3 * MiB + 7, 50 },
+		{ 12345, 3 * MiB + 7, 100 },
 		{ 2 * MiB, 64 * KiB, 0 },
 	};
 	unsigned int pmaj = 0, pmin = 0;
