@@ -187,7 +187,7 @@ static void test_sysfs(struct disk *near, struct disk *far, struct disk *vblk)
 
 			ok = *dv == ' ' && !spin_nvme_pcidir(d->serial, pci, sizeof(pci));
 			snprintf(devt, sizeof(devt), "%.*s", (int)strcspn(dv + 1, "\n"), dv + 1);
-			snprintf(named, sizeof(named), "member %s %s\n", devt,
+			snprintf(named, sizeof(named), "member %s %s ", devt,
 				 ok ? strrchr(pci, '/') + 1 : "?");
 			ok = ok && devt[0] && strstr(buf, named);
 		}
