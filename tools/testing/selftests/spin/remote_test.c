@@ -18,6 +18,7 @@
  * taken down again at the end.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -42,7 +43,6 @@
 #define RXE_PEER "spinv1"
 #define RXE_DEV "spinrxe0"
 #define RXE_ADDR "10.77.0.1"
-#define WAIT_S 60		/* for a disk to come or go */
 #define MD_DEV "/dev/md0"
 #define MD_CREATE "mdadm --create " MD_DEV " --run --level=1 --raid-devices=2 --assume-clean"
 
@@ -52,229 +52,50 @@
  */
 #define FS_RESULTS 3
 #define TRANSPORT_RESULTS (1 + 2 * FS_RESULTS + 1 + 1)
-#define OUTAGES 2	/* over TCP, on ext4 and on xfs */
-#define RESULTS (3 * TRANSPORT_RESULTS + OUTAGES + 1)
+#define OUTAGES 6	/* over TCP, three kinds, on ext4 and on xfs */
+#define MPATH_RESULTS 4
+#define RESULTS (3 * TRANSPORT_RESULTS + OUTAGES + 1 + MPATH_RESULTS)
 
 /*
- * How a target goes away: its port loses the subsystem (the host's controller
- * resets and reconnects until the port has it again). Over TCP only: the rig
- * has no outage over RDMA that nvme-rdma rides out. With rxe's netdev taken
- * down and up, the reconnect work never finished; a port that loses its last
- * subsystem is disabled, which trips the lock inversion described at
- * rdma_port_keep(); and with the port kept, the host's reconnect is refused
- * for good (the subsystem is unknown: DNR) and the controller deleted.
+ * How a target goes away, over TCP: its port loses the subsystem (the host's
+ * controller resets and reconnects until the port has it again); the link
+ * goes down (the loopback device the TCP connection runs on, until the
+ * keep-alive times out and the controller reconnects); or the host deletes
+ * the controller (nvme disconnect: the disk is gone, the filesystem with it,
+ * until the host connects again). The rig has no outage over RDMA that
+ * nvme-rdma rides out. With rxe's netdev taken down and up, the reconnect
+ * work never finished; a port that loses its last subsystem is disabled, which
+ * trips the lock inversion described at rdma_port_keep() in spin_lib.c; and
+ * with the port kept, the host's reconnect is refused for good (the subsystem
+ * is unknown: DNR) and the controller deleted.
  */
-enum { OUTAGE_NONE, OUTAGE_PORT };
+enum { OUTAGE_PORT, OUTAGE_LINK, OUTAGE_DISCONNECT, NR_OUTAGES };
+
+static const char *const outage_names[NR_OUTAGES] = {
+	"port removed", "link down", "nvme disconnect",
+};
 
 /* One NVMe over Fabrics transport: the target's port and subsystem, the host's controller. */
 struct transport {
 	const char *name;
-	const char *trtype;
-	const char *traddr;	/* NULL for loop */
-	const char *svcid;
-	int port;		/* nvmet port number */
-	const char *nqn;	/* subsystem NQN, also its serial */
+	struct spin_nvmet n;
 	const char *why;	/* what spin check must say of the path */
-	int outage;		/* how the target goes away for a while, if at all */
-	char ctrl[32];		/* the host's controller, nvmeN */
-	char disk[80];		/* the host's disk, nvmeXnY */
-	int target_up, connected;
+	int outages;		/* the target goes away for a while in every way above */
 };
 
 static struct transport transports[] = {
-	{ .name = "tcp", .trtype = "tcp", .traddr = "127.0.0.1", .svcid = "4420", .port = 1,
-	  .nqn = "spin-remote-tcp", .why = "is an NVMe/TCP path", .outage = OUTAGE_PORT },
-	{ .name = "loop", .trtype = "loop", .port = 2, .nqn = "spin-remote-loop",
+	{ .name = "tcp", .n = { .trtype = "tcp", .traddr = "127.0.0.1", .svcid = "4420", .port = 1,
+				.nqn = "spin-remote-tcp" },
+	  .why = "is an NVMe/TCP path", .outages = 1 },
+	{ .name = "loop", .n = { .trtype = "loop", .port = 2, .nqn = "spin-remote-loop" },
 	  .why = "is an NVMe loop path" },
-	{ .name = "rdma", .trtype = "rdma", .traddr = RXE_ADDR, .svcid = "4421", .port = 3,
-	  .nqn = "spin-remote-rdma", .why = "over software RDMA (" RXE_DEV " on " RXE_NETDEV ")" },
+	{ .name = "rdma", .n = { .trtype = "rdma", .traddr = RXE_ADDR, .svcid = "4421", .port = 3,
+				 .nqn = "spin-remote-rdma" },
+	  .why = "over software RDMA (" RXE_DEV " on " RXE_NETDEV ")" },
 };
 
 static char backing[80];	/* the target's block device: spin-nvme2 */
 static char gpu_bdf[32];
-
-static int cfs_write(const char *val, const char *fmt, ...) __printf(2, 3);
-
-/* Writes @val to the configfs attribute named by @fmt; 0 or -errno. */
-static int cfs_write(const char *val, const char *fmt, ...)
-{
-	char path[PATH_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(path, sizeof(path), fmt, ap);
-	va_end(ap);
-	return spin_write_file(path, val);
-}
-
-static int make_dir(const char *path)
-{
-	return mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
-}
-
-/*
- * An RDMA port is never disabled here: nvmet disables a port when its last
- * subsystem leaves it, and nvmet-rdma then destroys the listening CM ID under
- * nvmet_config_sem, which a connect takes under the CM ID's handler mutex (a
- * lock inversion lockdep reports, of nvmet-rdma's own). So the port gets a
- * subsystem of no namespace first, which stays linked until the guest powers
- * off, and with it the port, its rxe device and the veth pair.
- */
-#define RDMA_KEEP_NQN "spin-remote-rdma-keep"
-
-static int rdma_port_keep(const char *port)
-{
-	char sub[PATH_MAX], link[2 * PATH_MAX];
-	int ret;
-
-	snprintf(sub, sizeof(sub), NVMET "/subsystems/" RDMA_KEEP_NQN);
-	snprintf(link, sizeof(link), "%s/subsystems/" RDMA_KEEP_NQN, port);
-	ret = make_dir(sub);
-	if (!ret && symlink(sub, link) && errno != EEXIST)
-		ret = -errno;
-	return ret;
-}
-
-/* The target: subsystem @t->nqn with namespace 1 on @backing, on port @t->port. */
-static int target_up(struct transport *t, char *why, size_t len)
-{
-	char sub[PATH_MAX], port[PATH_MAX], link[2 * PATH_MAX], nsdir[PATH_MAX + 16];
-	int ret;
-
-	snprintf(sub, sizeof(sub), NVMET "/subsystems/%s", t->nqn);
-	snprintf(nsdir, sizeof(nsdir), "%s/namespaces/1", sub);
-	snprintf(port, sizeof(port), NVMET "/ports/%d", t->port);
-	snprintf(link, sizeof(link), "%s/subsystems/%s", port, t->nqn);
-	ret = make_dir(sub);
-	if (!ret)
-		ret = cfs_write("1", "%s/attr_allow_any_host", sub);
-	if (!ret)
-		ret = cfs_write(t->nqn, "%s/attr_serial", sub);
-	if (!ret)
-		ret = make_dir(nsdir);
-	if (!ret)
-		ret = cfs_write(backing, "%s/device_path", nsdir);
-	if (!ret)
-		ret = cfs_write("1", "%s/enable", nsdir);
-	if (ret) {
-		snprintf(why, len, "subsystem %s on %s: %s", t->nqn, backing, strerror(-ret));
-		return ret;
-	}
-	ret = make_dir(port);
-	if (!ret)
-		ret = cfs_write(t->trtype, "%s/addr_trtype", port);
-	if (!ret && t->traddr) {
-		ret = cfs_write("ipv4", "%s/addr_adrfam", port);
-		if (!ret)
-			ret = cfs_write(t->traddr, "%s/addr_traddr", port);
-		if (!ret)
-			ret = cfs_write(t->svcid, "%s/addr_trsvcid", port);
-	}
-	if (!ret && !strcmp(t->trtype, "rdma"))
-		ret = rdma_port_keep(port);
-	if (!ret && symlink(sub, link))
-		ret = -errno;
-	if (ret) {
-		snprintf(why, len, "port %d (%s): %s", t->port, t->trtype, strerror(-ret));
-		return ret;
-	}
-	t->target_up = 1;
-	return 0;
-}
-
-static void target_down(struct transport *t)
-{
-	char path[PATH_MAX];
-
-	if (!t->target_up)
-		return;
-	snprintf(path, sizeof(path), NVMET "/ports/%d/subsystems/%s", t->port, t->nqn);
-	unlink(path);
-	snprintf(path, sizeof(path), NVMET "/ports/%d", t->port);
-	if (strcmp(t->trtype, "rdma"))
-		rmdir(path);
-	cfs_write("0", NVMET "/subsystems/%s/namespaces/1/enable", t->nqn);
-	snprintf(path, sizeof(path), NVMET "/subsystems/%s/namespaces/1", t->nqn);
-	rmdir(path);
-	snprintf(path, sizeof(path), NVMET "/subsystems/%s", t->nqn);
-	rmdir(path);
-	t->target_up = 0;
-}
-
-/* Waits until the disk with serial @t->nqn is there (@present) or gone. */
-static int disk_wait(struct transport *t, int present)
-{
-	char dev[80], path[PATH_MAX];
-
-	for (int i = 0; i < WAIT_S * 10; i++) {
-		int found = !spin_nvme_blockdev(t->nqn, dev, sizeof(dev));
-
-		if (found && present) {
-			snprintf(t->disk, sizeof(t->disk), "%s", strrchr(dev, '/') + 1);
-			snprintf(path, sizeof(path), "/sys/block/%s/size", t->disk);
-			if (spin_read_ll(path) > 0)
-				return 0;
-		}
-		if (!found && !present)
-			return 0;
-		usleep(100000);
-	}
-	return -ETIMEDOUT;
-}
-
-/* The host: connect through /dev/nvme-fabrics, as nvme-cli does. */
-static int host_connect(struct transport *t, char *why, size_t len)
-{
-	char opts[256], reply[128] = "";
-	unsigned int instance;
-	ssize_t n;
-	int fd, ret;
-
-	/* A lost connection is retried every second, for 30 s at most, with I/O held. */
-	if (t->traddr)
-		snprintf(opts, sizeof(opts),
-			 "transport=%s,traddr=%s,trsvcid=%s,nqn=%s,ctrl_loss_tmo=30,reconnect_delay=1",
-			 t->trtype, t->traddr, t->svcid, t->nqn);
-	else
-		snprintf(opts, sizeof(opts), "transport=%s,nqn=%s", t->trtype, t->nqn);
-	fd = open("/dev/nvme-fabrics", O_RDWR);
-	if (fd < 0) {
-		snprintf(why, len, "/dev/nvme-fabrics: %s", strerror(errno));
-		return -errno;
-	}
-	if (write(fd, opts, strlen(opts)) != (ssize_t)strlen(opts)) {
-		ret = -errno;
-		snprintf(why, len, "connect %s: %s", opts, strerror(errno));
-		close(fd);
-		return ret;
-	}
-	n = read(fd, reply, sizeof(reply) - 1);
-	close(fd);
-	if (n <= 0 || sscanf(reply, "instance=%u", &instance) != 1) {
-		snprintf(why, len, "connect %s: reply \"%s\"", opts, reply);
-		return -EIO;
-	}
-	snprintf(t->ctrl, sizeof(t->ctrl), "nvme%u", instance);
-	t->connected = 1;
-	ret = disk_wait(t, 1);
-	if (ret)
-		snprintf(why, len, "%s connected, but no disk with serial %s in %d s", t->ctrl,
-			 t->nqn, WAIT_S);
-	return ret;
-}
-
-static int host_disconnect(struct transport *t)
-{
-	char path[PATH_MAX];
-	int ret;
-
-	if (!t->connected)
-		return 0;
-	snprintf(path, sizeof(path), "/sys/class/nvme/%s/delete_controller", t->ctrl);
-	ret = spin_write_file(path, "1");
-	t->connected = 0;
-	return ret ? ret : disk_wait(t, 0);
-}
 
 /* soft-RoCE: an RDMA device on one end of a veth pair. */
 static int rxe_up(char *why, size_t len)
@@ -525,9 +346,9 @@ static void tool_says(struct transport *t, const char *file)
 static void fs_tests(struct transport *t)
 {
 	struct router_fs fss[] = {
-		{ .base = { .name = "ext4", .serial = t->nqn, .type = "ext4", .dir = "/mnt/rm-ext4",
+		{ .base = { .name = "ext4", .serial = t->n.nqn, .type = "ext4", .dir = "/mnt/rm-ext4",
 			    .mkfs = SPIN_MKFS_EXT4, .seed = 81 } },
-		{ .base = { .name = "xfs", .serial = t->nqn, .type = "xfs", .dir = "/mnt/rm-xfs",
+		{ .base = { .name = "xfs", .serial = t->n.nqn, .type = "xfs", .dir = "/mnt/rm-xfs",
 			    .mkfs = SPIN_MKFS_XFS, .seed = 82 } },
 	};
 
@@ -565,10 +386,10 @@ static void mixed_raid1(struct transport *t)
 		return;
 	}
 	snprintf(cmd, sizeof(cmd), "mdadm --zero-superblock %s /dev/%s >/dev/null 2>&1", local,
-		 t->disk);
+		 t->n.disk);
 	run(cmd);
 	snprintf(cmd, sizeof(cmd), "%s %s /dev/%s </dev/null >/dev/console 2>&1", MD_CREATE,
-		 local, t->disk);
+		 local, t->n.disk);
 	if (run(cmd) || run(SPIN_MKFS_EXT4 " " MD_DEV " >/dev/null 2>&1")) {
 		ksft_test_result_fail("md RAID-1 local + tcp: mdadm or mkfs failed\n");
 		run("mdadm --stop " MD_DEV " >/dev/null 2>&1");
@@ -604,7 +425,7 @@ static void mixed_raid1(struct transport *t)
 	if (run("mdadm --stop " MD_DEV " >/dev/console 2>&1"))
 		fail(&r, "md", "mdadm --stop failed");
 	snprintf(cmd, sizeof(cmd), "mdadm --zero-superblock %s /dev/%s >/dev/null 2>&1", local,
-		 t->disk);
+		 t->n.disk);
 	run(cmd);
 	res_result(&r, "md RAID-1 of %s and the tcp disk: reads right, reason queue, member %u:%u",
 		   local, pmaj, pmin);
@@ -615,21 +436,28 @@ static void ctrl_state(struct transport *t, char *state, size_t len)
 {
 	char path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "/sys/class/nvme/%s/state", t->ctrl);
+	snprintf(path, sizeof(path), "/sys/class/nvme/%s/state", t->n.ctrl);
 	if (spin_read_file(path, state, len))
 		snprintf(state, len, "gone");
 }
 
-/* Takes the target of @t away (@down) or brings it back. */
-static int outage_set(struct transport *t, int down)
+/* Takes the target of @t away (@down) or brings it back, in the way @kind. */
+static int outage_set(struct transport *t, int kind, int down)
 {
 	char path[PATH_MAX], sub[PATH_MAX];
 
-	snprintf(path, sizeof(path), NVMET "/ports/%d/subsystems/%s", t->port, t->nqn);
-	snprintf(sub, sizeof(sub), NVMET "/subsystems/%s", t->nqn);
-	if (down)
-		return unlink(path) ? -errno : 0;
-	return symlink(sub, path) ? -errno : 0;
+	switch (kind) {
+	case OUTAGE_PORT:
+		snprintf(path, sizeof(path), NVMET "/ports/%d/subsystems/%s", t->n.port, t->n.nqn);
+		snprintf(sub, sizeof(sub), NVMET "/subsystems/%s", t->n.nqn);
+		if (down)
+			return unlink(path) ? -errno : 0;
+		return symlink(sub, path) ? -errno : 0;
+	case OUTAGE_LINK:
+		return run(down ? IP " link set lo down" : IP " link set lo up") ? -EIO : 0;
+	default:
+		return down ? spin_nvmet_disconnect(&t->n) : 0;
+	}
 }
 
 #define OUT_BUF (4 * MiB)
@@ -690,17 +518,73 @@ static void outage_writer(struct router_fs *fs, uint8_t *g, struct outage_counts
 	_exit(fd < 0);
 }
 
-/*
- * The target goes away under routed reads and writes and comes back: the
- * controller reconnects, the I/O held meanwhile completes or fails cleanly
- * (never wrong bytes), nothing hangs, reads and writes go on afterwards, the
- * GPU memory they used goes back to its pool, and the filesystem checks clean.
- */
-static void target_outage(struct transport *t, int xfs)
+/* Waits up to @secs for the controller of @t to be in state live; its state then. */
+static void ctrl_wait_live(struct transport *t, int secs, char *state, size_t len)
 {
-	struct router_fs fs = { .base = { .name = "away", .serial = t->nqn,
+	for (int i = 0; i < secs * 10 && (ctrl_state(t, state, len), strcmp(state, "live")); i++)
+		usleep(100000);
+}
+
+/*
+ * The host connects again after an nvme disconnect and mounts the filesystem
+ * again, which replays its journal: every byte of the data file reads right
+ * into GPU memory, routed again (reason queue).
+ */
+static void reconnect_and_read(struct transport *t, struct router_fs *fs, uint8_t *g,
+			       struct res *r, const char *what)
+{
+	long long fb0, fb1;
+	char why[256];
+	int fd;
+
+	if (spin_nvmet_connect(&t->n, why, sizeof(why))) {
+		fail(r, what, "connecting again: %s", why);
+		return;
+	}
+	snprintf(fs->base.dev, sizeof(fs->base.dev), "/dev/%.70s", t->n.disk);
+	snprintf(fs->base.disk, sizeof(fs->base.disk), "%s", t->n.disk);
+	snprintf(fs->base.stat, sizeof(fs->base.stat), "/sys/block/%s/spin/stat", t->n.disk);
+	if (spin_mount(fs->base.dev, fs->base.dir, fs->base.type, 0, NULL)) {
+		fail(r, what, "mounting %s again: %s", fs->base.dev, strerror(errno));
+		return;
+	}
+	fd = open(fs->base.path, O_RDONLY);
+	fb0 = spin_stat_get(fs->base.stat, "fallback_queue");
+	for (long long off = 0; fd >= 0 && off < (long long)SMALL_LEN; off += OUT_LEN) {
+		if (pread(fd, g, OUT_LEN, off) != (ssize_t)OUT_LEN) {
+			fail(r, what, "after reconnecting: read at %lld: %s", off, strerror(errno));
+			break;
+		}
+		if (spin_gpu_check(gpu, g, OUT_LEN, fs->base.seed, off, why, sizeof(why))) {
+			fail(r, what, "after reconnecting: %s at %lld", why, off);
+			break;
+		}
+	}
+	fb1 = spin_stat_get(fs->base.stat, "fallback_queue");
+	if (fd < 0)
+		fail(r, what, "after reconnecting: %s: %s", fs->base.path, strerror(errno));
+	else if (fb1 - fb0 < (long long)(SMALL_LEN / OUT_LEN))
+		fail(r, what, "after reconnecting: fallback_queue +%lld for %lld reads", fb1 - fb0,
+		     (long long)(SMALL_LEN / OUT_LEN));
+	if (fd >= 0)
+		close(fd);
+	if (spin_umount(fs->base.dir))
+		fail(r, what, "umount after reconnecting: %s", strerror(errno));
+}
+
+/*
+ * The target goes away under routed reads and writes, in the way @kind, and
+ * comes back: the I/O held meanwhile completes or fails cleanly (never wrong
+ * bytes), nothing hangs, reads and writes go on afterwards (after an nvme
+ * disconnect: once the host connected again and mounted the filesystem
+ * again), the GPU memory they used goes back to its pool, and the filesystem
+ * checks clean.
+ */
+static void target_outage(struct transport *t, int kind, int xfs)
+{
+	struct router_fs fs = { .base = { .name = "away", .serial = t->n.nqn,
 					  .dir = "/mnt/rm-away", .seed = 84 } };
-	int buf = -1, away = 0, ret;
+	int buf = -1, away = 0, ret, gone = kind == OUTAGE_DISCONNECT;
 	char state[32] = "", cmd[256], what[64];
 	struct outage_counts *c;
 	long long avail0, avail1;
@@ -711,7 +595,7 @@ static void target_outage(struct transport *t, int xfs)
 
 	fs.base.type = xfs ? "xfs" : "ext4";
 	fs.base.mkfs = xfs ? SPIN_MKFS_XFS : SPIN_MKFS_EXT4;
-	snprintf(what, sizeof(what), "%s: port removed under I/O on %s", t->name,
+	snprintf(what, sizeof(what), "%s: %s under I/O on %s", t->name, outage_names[kind],
 		 xfs ? "xfs" : "ext4");
 	c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (c == MAP_FAILED) {
@@ -737,26 +621,29 @@ static void target_outage(struct transport *t, int xfs)
 		outage_writer(&fs, g + OUT_LEN, c);
 	sleep(2);
 	__atomic_store_n(&c->phase, 1, __ATOMIC_RELAXED);
-	ret = outage_set(t, 1);
+	ret = outage_set(t, kind, 1);
 	if (ret)
 		fail(&r, what, "taking the target away: %s", strerror(-ret));
-	for (int i = 0; i < 40; i++) {
+	/* Away for 4 s; a link down until the keep-alive missed it (at most 30 s). */
+	for (int i = 0; !gone && (i < 40 || (kind == OUTAGE_LINK && !away && i < 300)); i++) {
 		usleep(100000);
 		ctrl_state(t, state, sizeof(state));
 		away |= strcmp(state, "live") != 0;
 	}
-	ret = outage_set(t, 0);
-	if (ret)
-		fail(&r, what, "bringing the target back: %s", strerror(-ret));
-	for (int i = 0; i < 300 && (ctrl_state(t, state, sizeof(state)), strcmp(state, "live"));
-	     i++)
-		usleep(100000);
-	if (strcmp(state, "live"))
-		fail(&r, what, "the controller is %s 30 s after the target came back", state);
-	if (!away)
-		fail(&r, what, "the controller never left state live: the target was never missed");
+	if (!gone) {
+		ret = outage_set(t, kind, 0);
+		if (ret)
+			fail(&r, what, "bringing the target back: %s", strerror(-ret));
+		ctrl_wait_live(t, 30, state, sizeof(state));
+		if (strcmp(state, "live"))
+			fail(&r, what, "the controller is %s 30 s after the target came back",
+			     state);
+		if (!away)
+			fail(&r, what,
+			     "the controller never left state live: the target was never missed");
+	}
 	__atomic_store_n(&c->phase, 2, __ATOMIC_RELAXED);
-	sleep(3);
+	sleep(gone ? 1 : 3);
 	__atomic_store_n(&c->phase, 3, __ATOMIC_RELAXED);
 	for (int k = 0; k < 2; k++) {
 		int status = 0, waited = 0;
@@ -770,7 +657,7 @@ static void target_outage(struct transport *t, int xfs)
 			kill(pid[k], SIGKILL);
 			ksft_test_result_fail("%s: the %s hangs (the controller is %s)\n", what,
 					      k ? "writer" : "reader", state);
-			ksft_exit_fail_msg("remote disk %s hangs\n", t->disk);
+			ksft_exit_fail_msg("remote disk %s hangs\n", t->n.disk);
 		} else if (!WIFEXITED(status) || WEXITSTATUS(status)) {
 			fail(&r, what, "the %s failed", k ? "writer" : "reader");
 		}
@@ -778,10 +665,16 @@ static void target_outage(struct transport *t, int xfs)
 	if (c->read_bad)
 		fail(&r, what, "%d reads put wrong bytes in GPU memory, first %s", c->read_bad,
 		     c->bad);
-	if (!c->read_ok[2] || !c->write_ok[2])
+	if (!gone && (!c->read_ok[2] || !c->write_ok[2]))
 		fail(&r, what, "after the target came back: %d reads and %d writes right",
 		     c->read_ok[2], c->write_ok[2]);
+	if (gone && (!c->read_err || !c->write_err))
+		fail(&r, what, "with the disk gone: %d reads and %d writes failed, want both > 0",
+		     c->read_err, c->write_err);
 out:
+	fs_teardown(&fs);
+	if (gone && g != MAP_FAILED)
+		reconnect_and_read(t, &fs, g, &r, what);
 	if (g != MAP_FAILED)
 		munmap(g, OUT_BUF);
 	if (buf >= 0)
@@ -789,7 +682,6 @@ out:
 	avail1 = spin_read_ll(path);
 	if (avail0 != avail1)
 		fail(&r, what, "%lld bytes of GPU memory not back in the pool", avail0 - avail1);
-	fs_teardown(&fs);
 	snprintf(cmd, sizeof(cmd), "%s %s >/dev/console 2>&1",
 		 xfs ? "xfs_repair -n" : "e2fsck -fn", fs.base.dev);
 	if (run(cmd))
@@ -806,39 +698,259 @@ static void transport_tests(struct transport *t)
 	char why[256] = "";
 	int ret = 0;
 
-	if (!strcmp(t->trtype, "rdma"))
+	if (!strcmp(t->n.trtype, "rdma"))
 		ret = rxe_up(why, sizeof(why));
 	if (!ret)
-		ret = target_up(t, why, sizeof(why));
+		ret = spin_nvmet_target_up(&t->n, backing, why, sizeof(why));
 	if (!ret)
-		ret = host_connect(t, why, sizeof(why));
+		ret = spin_nvmet_connect(&t->n, why, sizeof(why));
 	ksft_test_result(!ret, "%s: target and host connected: disk %s\n", t->name,
-			 ret ? why : t->disk);
+			 ret ? why : t->n.disk);
 	if (ret) {
-		int owed = 2 * FS_RESULTS + 1 + (t->outage != OUTAGE_NONE) * OUTAGES +
-			   !strcmp(t->name, "tcp");
+		int owed = 2 * FS_RESULTS + 1 + t->outages * OUTAGES + !strcmp(t->name, "tcp");
 
 		for (int i = 0; i < owed; i++)
 			ksft_test_result_fail("%s: not run: no remote disk\n", t->name);
 	} else {
 		fs_tests(t);
-		if (t->outage != OUTAGE_NONE) {
-			target_outage(t, 0);
-			target_outage(t, 1);
+		for (int k = 0; t->outages && k < NR_OUTAGES; k++) {
+			target_outage(t, k, 0);
+			target_outage(t, k, 1);
 		}
 		if (!strcmp(t->name, "tcp"))
 			mixed_raid1(t);
 	}
-	ret = host_disconnect(t);
-	target_down(t);
+	ret = spin_nvmet_disconnect(&t->n);
+	if (!ret)
+		ret = spin_nvmet_disk_wait(&t->n, 0);
+	spin_nvmet_target_down(&t->n);
 	ksft_test_result(!ret, "%s: disconnected, the disk gone, the target taken down%s (%s)\n",
-			 t->name, strcmp(t->trtype, "rdma") ? "" : " (its RDMA port stays)",
+			 t->name, strcmp(t->n.trtype, "rdma") ? "" : " (its RDMA port stays)",
+			 ret ? strerror(-ret) : "ok");
+}
+
+/*
+ * Multipath: one subsystem exported on a TCP port and a loop port, one ANA
+ * group each. The host's multipath joins the two controllers under one disk.
+ */
+#define MPATH_NQN "spin-remote-mpath"
+static struct transport mpaths[] = {
+	{ .name = "tcp path", .n = { .trtype = "tcp", .traddr = "127.0.0.1", .svcid = "4422",
+				     .port = 4, .nqn = MPATH_NQN } },
+	{ .name = "loop path", .n = { .trtype = "loop", .port = 5, .nqn = MPATH_NQN } },
+};
+static char mpath_disk[2][80];	/* the per-path disks, nvmeXcYnZ, of mpaths[] */
+
+/* The path disk (nvmeXcYnZ) of the head @head that belongs to controller @ctrl. */
+static int path_of(const char *head, const char *ctrl, char *out, size_t len)
+{
+	char dir[PATH_MAX], link[PATH_MAX + 300], target[PATH_MAX];
+	struct dirent *e;
+	int ret = -ENOENT;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/sys/block/%s/multipath", head);
+	d = opendir(dir);
+	while (d && ret && (e = readdir(d))) {
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "/sys/block/%s/device", e->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		if (!strcmp(strrchr(target, '/') ? strrchr(target, '/') + 1 : target, ctrl)) {
+			snprintf(out, len, "%.70s", e->d_name);
+			ret = 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	return ret;
+}
+
+/* Sectors read from the disk @disk so far (its stat file). */
+static long long sectors_read(const char *disk)
+{
+	char path[PATH_MAX], buf[256];
+	long long v[3];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/stat", disk);
+	if (spin_read_file(path, buf, sizeof(buf)) ||
+	    sscanf(buf, "%lld %lld %lld", &v[0], &v[1], &v[2]) != 3)
+		return -1;
+	return v[2];
+}
+
+/* Waits until the host sees path @i in ANA state @state. */
+static int ana_wait(int i, const char *state)
+{
+	char path[PATH_MAX], buf[32];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/ana_state", mpath_disk[i]);
+	for (int k = 0; k < 100; k++) {
+		if (!spin_read_file(path, buf, sizeof(buf)) && !strcmp(buf, state))
+			return 0;
+		usleep(100000);
+	}
+	return -ETIMEDOUT;
+}
+
+/*
+ * Reads routed while only path @only is ANA-optimized (the other one
+ * inaccessible), or both (@only -1): every byte right; with one path, the
+ * other one carries none of it.
+ */
+static void ana_reads(struct router_fs *fs, int only, struct res *r)
+{
+	static const char *const st[] = { "optimized", "inaccessible" };
+	long long before[2], after[2];
+	char label[96], why[256];
+
+	for (int i = 0; i < 2; i++) {
+		const char *want = only < 0 || i == only ? st[0] : st[1];
+
+		if (spin_nvmet_ana_state(&mpaths[i].n, want) || ana_wait(i, want)) {
+			fail(r, "ana", "%s: the host never saw ANA state %s", mpaths[i].name,
+			     want);
+			return;
+		}
+	}
+	snprintf(label, sizeof(label), "%s only", only < 0 ? "both paths" : mpaths[only].name);
+	for (int i = 0; i < 2; i++)
+		before[i] = sectors_read(mpath_disk[i]);
+	for (long long off = 0; off < (long long)SMALL_LEN; off += 2 * MiB) {
+		posix_fadvise(fs->fd, off, 2 * MiB, POSIX_FADV_DONTNEED);
+		if (pread(fs->fd, gmem, 2 * MiB, off) != (ssize_t)(2 * MiB) ||
+		    spin_gpu_check(gpu, gmem, 2 * MiB, fs->base.seed, off, why, sizeof(why))) {
+			fail(r, label, "read at %lld wrong or failed", off);
+			return;
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		after[i] = sectors_read(mpath_disk[i]);
+	if (only >= 0 && (after[only] - before[only] < (long long)(SMALL_LEN / 512) ||
+			  after[!only] != before[!only]))
+		fail(r, label, "sectors read: %s +%lld, %s +%lld", mpaths[only].name,
+		     after[only] - before[only], mpaths[!only].name,
+		     after[!only] - before[!only]);
+	ksft_print_msg("multipath, %s: sectors read %s +%lld, %s +%lld\n", label,
+		       mpaths[0].name, after[0] - before[0], mpaths[1].name,
+		       after[1] - before[1]);
+}
+
+/* spin/p2p of @disk lists both paths as members whose queues refuse P2PDMA pages. */
+static int members_refused(const char *disk, unsigned int *maj, unsigned int *min)
+{
+	char path[PATH_MAX], buf[4096];
+	char *line, *save;
+	int n = 0;
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/sys/block/%s/dev", mpath_disk[i]);
+		if (spin_read_file(path, buf, sizeof(buf)) ||
+		    sscanf(buf, "%u:%u", &maj[i], &min[i]) != 2)
+			return -ENOENT;
+	}
+	snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", disk);
+	if (spin_read_file(path, buf, sizeof(buf)))
+		return -EIO;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned int a, b, q;
+		char pdev[64];
+
+		if (sscanf(line, "member %u:%u %63s %u", &a, &b, pdev, &q) != 4)
+			continue;
+		for (int i = 0; i < 2; i++)
+			if (a == maj[i] && b == min[i] && !q && !strcmp(pdev, "-"))
+				n++;
+	}
+	return n == 2 ? 0 : -ESRCH;
+}
+
+static void mpath_tests(void)
+{
+	struct router_fs fs = { .base = { .name = "ext4", .serial = MPATH_NQN, .type = "ext4",
+					  .dir = "/mnt/rm-mpath", .mkfs = SPIN_MKFS_EXT4,
+					  .seed = 86 } };
+	unsigned int maj[2], min[2], pmaj = 0, pmin = 0;
+	char why[256] = "";
+	struct res r = { 0 };
+	struct obs o;
+	int ret = 0;
+
+	for (int i = 0; i < 2 && !ret; i++) {
+		ret = spin_nvmet_target_up(&mpaths[i].n, backing, why, sizeof(why));
+		if (!ret)
+			ret = spin_nvmet_connect(&mpaths[i].n, why, sizeof(why));
+	}
+	for (int i = 0; i < 2 && !ret; i++) {
+		ret = path_of(mpaths[1].n.disk, mpaths[i].n.ctrl, mpath_disk[i],
+			      sizeof(mpath_disk[i]));
+		if (ret)
+			snprintf(why, sizeof(why), "%s has no path of %s", mpaths[1].n.disk,
+				 mpaths[i].n.ctrl);
+	}
+	if (!ret && strcmp(mpaths[0].n.disk, mpaths[1].n.disk)) {
+		snprintf(why, sizeof(why), "two disks %s, %s", mpaths[0].n.disk, mpaths[1].n.disk);
+		ret = -EEXIST;
+	}
+	ksft_test_result(!ret, "multipath: a tcp and a loop path of one subsystem: disk %s%s%s\n",
+			 mpaths[1].n.disk, ret ? ": " : "", why);
+	if (ret) {
+		for (int i = 0; i < MPATH_RESULTS - 2; i++)
+			ksft_test_result_fail("multipath: not run: no multipath disk\n");
+		goto down;
+	}
+	fs_setup(&fs, SMALL_LEN);
+	if (members_refused(fs.base.disk, maj, min))
+		fail(&r, "multipath", "spin/p2p of %s does not list %s and %s as refusing members",
+		     fs.base.disk, mpath_disk[0], mpath_disk[1]);
+	if (p2p_queue_member(fs.base.disk, &pmaj, &pmin) ||
+	    !((pmaj == maj[0] && pmin == min[0]) || (pmaj == maj[1] && pmin == min[1])))
+		fail(&r, "multipath", "spin/p2p names %u:%u, no path of %s", pmaj, pmin,
+		     fs.base.disk);
+	if (!read_observed(&fs, 12345, 3 * MiB + 7, 0, 40 * MiB + 12345 % PG, &o, &r,
+			   "multipath")) {
+		if (o.d.v[ST_BYTES_P2P] || o.d.v[ST_FB_QUEUE] != 1 ||
+		    route_reasons(&o) != BIT(R_QUEUE))
+			fail(&r, "multipath", "fallback_queue +%lld, reasons seen %#x",
+			     o.d.v[ST_FB_QUEUE], route_reasons(&o));
+		for (int k = 0; k < o.tr.nroute; k++)
+			if (o.tr.route[k].member_maj != pmaj || o.tr.route[k].member_min != pmin)
+				fail(&r, "multipath", "spin_route names %u:%u, spin/p2p %u:%u",
+				     o.tr.route[k].member_maj, o.tr.route[k].member_min, pmaj,
+				     pmin);
+	}
+	trace_free(&o.tr);
+	res_result(&r, "multipath: both paths listed as refused members (%s, %s), reads right, reason queue, member %u:%u",
+		   mpath_disk[0], mpath_disk[1], pmaj, pmin);
+	memset(&r, 0, sizeof(r));
+	ana_reads(&fs, 0, &r);
+	ana_reads(&fs, 1, &r);
+	ana_reads(&fs, -1, &r);
+	res_result(&r, "multipath: ANA moves the reads from path to path, every byte right");
+	fs_teardown(&fs);
+down:
+	ret = 0;
+	for (int i = 1; i >= 0; i--) {
+		int err = spin_nvmet_disconnect(&mpaths[i].n);
+
+		ret = ret ? ret : err;
+	}
+	if (!ret)
+		ret = spin_nvmet_disk_wait(&mpaths[0].n, 0);
+	for (int i = 0; i < 2; i++)
+		spin_nvmet_target_down(&mpaths[i].n);
+	ksft_test_result(!ret, "multipath: both paths disconnected, the disk gone (%s)\n",
 			 ret ? strerror(-ret) : "ok");
 }
 
 int main(void)
 {
-	struct stat st;
+	int ret;
 
 	ksft_print_header();
 	ksft_set_plan(RESULTS);
@@ -846,14 +958,12 @@ int main(void)
 	snprintf(gpu_bdf, sizeof(gpu_bdf), "%s", strrchr(gpu, '/') + 1);
 	if (spin_nvme_blockdev(SPIN_NVME2_SERIAL, backing, sizeof(backing)))
 		SPIN_SKIP_MISSING("no block device with serial %s", SPIN_NVME2_SERIAL);
-	if (stat(NVMET, &st) && mount("none", "/sys/kernel/config", "configfs", 0, NULL))
-		ksft_exit_fail_msg("configfs: %s\n", strerror(errno));
-	if (stat(NVMET, &st))
-		ksft_exit_fail_msg(NVMET ": %s (CONFIG_NVME_TARGET)\n", strerror(errno));
-	if (run(IP " link set lo up"))
-		ksft_exit_fail_msg("cannot bring the loopback device up\n");
+	ret = spin_nvmet_init();
+	if (ret)
+		ksft_exit_fail_msg("nvmet in configfs, the loopback device: %s\n", strerror(-ret));
 	for (size_t i = 0; i < ARRAY_SIZE(transports); i++)
 		transport_tests(&transports[i]);
+	mpath_tests();
 	router_took();
 	ksft_finished();
 }

@@ -1310,3 +1310,241 @@ int spin_log_last_is(const char *key, const char *rest)
 	free(buf);
 	return found;
 }
+
+/* ---- NVMe over Fabrics: a target and its host in the guest ------------- */
+
+#define NVMET "/sys/kernel/config/nvmet"
+
+static __printf(2, 3) int cfs_write(const char *val, const char *fmt, ...)
+{
+	char path[PATH_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(path, sizeof(path), fmt, ap);
+	va_end(ap);
+	return spin_write_file(path, val);
+}
+
+static int make_dir(const char *path)
+{
+	return mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
+}
+
+int spin_nvmet_init(void)
+{
+	struct stat st;
+
+	if (stat(NVMET, &st) && mount("none", "/sys/kernel/config", "configfs", 0, NULL))
+		return -errno;
+	if (stat(NVMET, &st))
+		return -errno;
+	return system("/usr/sbin/ip link set lo up") ? -EIO : 0;
+}
+
+/*
+ * An RDMA port is never disabled: nvmet disables a port when its last
+ * subsystem leaves it, and nvmet-rdma then destroys the listening CM ID under
+ * nvmet_config_sem, which a connect takes under the CM ID's handler mutex (a
+ * lock inversion lockdep reports, of nvmet-rdma's own). So the port gets a
+ * subsystem of no namespace first, which stays linked until the guest powers
+ * off, and with it the port.
+ */
+#define RDMA_KEEP_NQN "spin-remote-rdma-keep"
+
+static int rdma_port_keep(const char *port)
+{
+	char sub[PATH_MAX], link[2 * PATH_MAX];
+	int ret;
+
+	snprintf(sub, sizeof(sub), NVMET "/subsystems/" RDMA_KEEP_NQN);
+	snprintf(link, sizeof(link), "%s/subsystems/" RDMA_KEEP_NQN, port);
+	ret = make_dir(sub);
+	if (!ret && symlink(sub, link) && errno != EEXIST)
+		ret = -errno;
+	return ret;
+}
+
+/* The subsystem of @t with namespace 1 on @backing, unless another port has it already. */
+static int nvmet_subsys_up(const struct spin_nvmet *t, const char *backing)
+{
+	char sub[PATH_MAX], nsdir[PATH_MAX + 16], en[PATH_MAX + 32], buf[8];
+	int ret;
+
+	snprintf(sub, sizeof(sub), NVMET "/subsystems/%s", t->nqn);
+	snprintf(nsdir, sizeof(nsdir), "%s/namespaces/1", sub);
+	snprintf(en, sizeof(en), "%s/enable", nsdir);
+	if (!spin_read_file(en, buf, sizeof(buf)) && !strcmp(buf, "1"))
+		return 0;
+	ret = make_dir(sub);
+	if (!ret)
+		ret = cfs_write("1", "%s/attr_allow_any_host", sub);
+	if (!ret)
+		ret = cfs_write(t->nqn, "%s/attr_serial", sub);
+	if (!ret)
+		ret = make_dir(nsdir);
+	if (!ret)
+		ret = cfs_write(backing, "%s/device_path", nsdir);
+	if (!ret)
+		ret = cfs_write("1", "%s/enable", nsdir);
+	return ret;
+}
+
+int spin_nvmet_target_up(struct spin_nvmet *t, const char *backing, char *why, size_t len)
+{
+	char sub[PATH_MAX], port[PATH_MAX], link[2 * PATH_MAX];
+	int ret;
+
+	snprintf(sub, sizeof(sub), NVMET "/subsystems/%s", t->nqn);
+	snprintf(port, sizeof(port), NVMET "/ports/%d", t->port);
+	snprintf(link, sizeof(link), "%s/subsystems/%s", port, t->nqn);
+	ret = nvmet_subsys_up(t, backing);
+	if (ret) {
+		snprintf(why, len, "subsystem %s on %s: %s", t->nqn, backing, strerror(-ret));
+		return ret;
+	}
+	ret = make_dir(port);
+	if (!ret)
+		ret = cfs_write(t->trtype, "%s/addr_trtype", port);
+	if (!ret && t->traddr) {
+		ret = cfs_write("ipv4", "%s/addr_adrfam", port);
+		if (!ret)
+			ret = cfs_write(t->traddr, "%s/addr_traddr", port);
+		if (!ret)
+			ret = cfs_write(t->svcid, "%s/addr_trsvcid", port);
+	}
+	if (!ret && !strcmp(t->trtype, "rdma"))
+		ret = rdma_port_keep(port);
+	if (!ret && symlink(sub, link))
+		ret = -errno;
+	if (ret) {
+		snprintf(why, len, "port %d (%s): %s", t->port, t->trtype, strerror(-ret));
+		return ret;
+	}
+	t->target_up = 1;
+	return 0;
+}
+
+/* Does a port other than @t's still export the subsystem of @t? */
+static int nvmet_subsys_linked(const struct spin_nvmet *t)
+{
+	DIR *d = opendir(NVMET "/ports");
+	char path[PATH_MAX];
+	struct dirent *e;
+	int found = 0;
+
+	while (d && !found && (e = readdir(d))) {
+		if (e->d_name[0] == '.' || atoi(e->d_name) == t->port)
+			continue;
+		snprintf(path, sizeof(path), NVMET "/ports/%s/subsystems/%s", e->d_name, t->nqn);
+		found = !access(path, F_OK);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+void spin_nvmet_target_down(struct spin_nvmet *t)
+{
+	char path[PATH_MAX];
+
+	if (!t->target_up)
+		return;
+	snprintf(path, sizeof(path), NVMET "/ports/%d/subsystems/%s", t->port, t->nqn);
+	unlink(path);
+	snprintf(path, sizeof(path), NVMET "/ports/%d", t->port);
+	if (strcmp(t->trtype, "rdma"))
+		rmdir(path);
+	t->target_up = 0;
+	if (nvmet_subsys_linked(t))
+		return;
+	cfs_write("0", NVMET "/subsystems/%s/namespaces/1/enable", t->nqn);
+	snprintf(path, sizeof(path), NVMET "/subsystems/%s/namespaces/1", t->nqn);
+	rmdir(path);
+	snprintf(path, sizeof(path), NVMET "/subsystems/%s", t->nqn);
+	rmdir(path);
+}
+
+int spin_nvmet_ana_state(const struct spin_nvmet *t, const char *state)
+{
+	return cfs_write(state, NVMET "/ports/%d/ana_groups/1/ana_state", t->port);
+}
+
+int spin_nvmet_disk_wait(struct spin_nvmet *t, int present)
+{
+	char dev[80], path[PATH_MAX];
+
+	for (int i = 0; i < SPIN_NVMET_WAIT_S * 10; i++) {
+		int found = !spin_nvme_blockdev(t->nqn, dev, sizeof(dev));
+
+		if (found && present) {
+			snprintf(t->disk, sizeof(t->disk), "%s", strrchr(dev, '/') + 1);
+			snprintf(path, sizeof(path), "/sys/block/%s/size", t->disk);
+			if (spin_read_ll(path) > 0)
+				return 0;
+		}
+		if (!found && !present)
+			return 0;
+		usleep(100000);
+	}
+	return -ETIMEDOUT;
+}
+
+int spin_nvmet_connect(struct spin_nvmet *t, char *why, size_t len)
+{
+	char opts[256], reply[128] = "";
+	unsigned int instance;
+	ssize_t n;
+	int fd, ret;
+
+	/* A lost connection is retried every second, for 30 s at most, with I/O held. */
+	if (t->traddr)
+		snprintf(opts, sizeof(opts),
+			 "transport=%s,traddr=%s,trsvcid=%s,nqn=%s,ctrl_loss_tmo=30,reconnect_delay=1",
+			 t->trtype, t->traddr, t->svcid, t->nqn);
+	else
+		snprintf(opts, sizeof(opts), "transport=%s,nqn=%s", t->trtype, t->nqn);
+	fd = open("/dev/nvme-fabrics", O_RDWR);
+	if (fd < 0) {
+		snprintf(why, len, "/dev/nvme-fabrics: %s", strerror(errno));
+		return -errno;
+	}
+	if (write(fd, opts, strlen(opts)) != (ssize_t)strlen(opts)) {
+		ret = -errno;
+		snprintf(why, len, "connect %s: %s", opts, strerror(errno));
+		close(fd);
+		return ret;
+	}
+	n = read(fd, reply, sizeof(reply) - 1);
+	close(fd);
+	if (n <= 0 || sscanf(reply, "instance=%u", &instance) != 1) {
+		snprintf(why, len, "connect %s: reply \"%s\"", opts, reply);
+		return -EIO;
+	}
+	snprintf(t->ctrl, sizeof(t->ctrl), "nvme%u", instance);
+	t->connected = 1;
+	ret = spin_nvmet_disk_wait(t, 1);
+	if (ret)
+		snprintf(why, len, "%s connected, but no disk with serial %s in %d s", t->ctrl,
+			 t->nqn, SPIN_NVMET_WAIT_S);
+	return ret;
+}
+
+int spin_nvmet_disconnect(struct spin_nvmet *t)
+{
+	char path[PATH_MAX];
+	int ret;
+
+	if (!t->connected)
+		return 0;
+	snprintf(path, sizeof(path), "/sys/class/nvme/%s/delete_controller", t->ctrl);
+	ret = spin_write_file(path, "1");
+	t->connected = 0;
+	snprintf(path, sizeof(path), "/sys/class/nvme/%s", t->ctrl);
+	for (int i = 0; !ret && !access(path, F_OK); i++) {
+		if (i == SPIN_NVMET_WAIT_S * 10)
+			return -ETIMEDOUT;
+		usleep(100000);
+	}
+	return ret;
+}

@@ -235,4 +235,43 @@ long long spin_aio_one(struct iocb *cb);
 int spin_log_count(const char *needle);
 int spin_log_last_is(const char *key, const char *rest);
 
+/*
+ * NVMe over Fabrics in the guest: nvmet (configfs) exports a disk of the rig
+ * and the guest connects to it as a host, as nvme-cli does. One spin_nvmet
+ * is one path: a port of the target (@trtype "tcp", "loop" or "rdma"; @traddr
+ * and @svcid for tcp and rdma) exporting subsystem @nqn, whose serial is its
+ * NQN, and the host's controller on it. Two spin_nvmet of one @nqn on two
+ * ports are two paths of one subsystem: the host's multipath joins them under
+ * one disk. spin_nvmet_init() mounts configfs and brings up the loopback
+ * device; spin_nvmet_target_up() makes the subsystem (namespace 1 on
+ * @backing, unless it is exported already) and the port; spin_nvmet_connect()
+ * connects the host and waits for the disk (@disk); spin_nvmet_disconnect()
+ * deletes the controller and waits until it is gone; spin_nvmet_target_down()
+ * takes the port down and, once no port exports it, the subsystem.
+ * spin_nvmet_ana_state() sets the ANA state of the port's group 1
+ * ("optimized", "non-optimized", "inaccessible", ...). All return 0 or a
+ * negative errno, with a reason in @why where they take one.
+ */
+#define SPIN_NVMET_WAIT_S 60	/* for a disk or controller to come or go */
+
+struct spin_nvmet {
+	const char *trtype;
+	const char *traddr;	/* NULL for loop */
+	const char *svcid;
+	int port;		/* nvmet port number */
+	const char *nqn;	/* subsystem NQN, also its serial */
+	char ctrl[32];		/* the host's controller, nvmeN */
+	char disk[80];		/* the host's disk, nvmeXnY */
+	int target_up, connected;
+};
+
+int spin_nvmet_init(void);
+int spin_nvmet_target_up(struct spin_nvmet *t, const char *backing, char *why, size_t len);
+void spin_nvmet_target_down(struct spin_nvmet *t);
+int spin_nvmet_connect(struct spin_nvmet *t, char *why, size_t len);
+int spin_nvmet_disconnect(struct spin_nvmet *t);
+/* Waits until the disk with serial @t->nqn is there (@present, into @disk) or gone. */
+int spin_nvmet_disk_wait(struct spin_nvmet *t, int present);
+int spin_nvmet_ana_state(const struct spin_nvmet *t, const char *state);
+
 #endif /* SPIN_LIB_H */
