@@ -242,7 +242,7 @@ unsafe extern "C" fn spin_router_write_iter(
 
 /// Routes a request that touches GPU memory; passes every other one on unchanged.
 fn enter(req: &mut Request<'_>, routable: Routable) -> isize {
-    if routable == Routable::No {
+    if routable == Routable::No || state::mode() == Mode::Off {
         return req.passthrough();
     }
     let current = kernel::current!();

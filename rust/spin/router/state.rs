@@ -33,11 +33,13 @@ pub(crate) enum Mode {
     P2p,
     /// Everything through the page cache.
     PageCache,
+    /// Not routed at all: every request goes on as without spin.
+    Off,
 }
 
 impl Mode {
     /// Every mode.
-    pub(crate) const ALL: [Mode; 3] = [Mode::Auto, Mode::P2p, Mode::PageCache];
+    pub(crate) const ALL: [Mode; 4] = [Mode::Auto, Mode::P2p, Mode::PageCache, Mode::Off];
 
     /// The mode named `name`.
     pub(crate) fn from_name(name: &[u8]) -> Option<Mode> {
@@ -50,6 +52,7 @@ impl Mode {
             Mode::Auto => c"auto",
             Mode::P2p => c"p2p",
             Mode::PageCache => c"pagecache",
+            Mode::Off => c"off",
         }
     }
 }
@@ -410,7 +413,16 @@ pub(crate) fn p2p_refused(req: &Request<'_>, info: &FileInfo, gpu: &pci::Device)
     refused
 }
 
+/// The first of `members` whose queue refuses P2PDMA pages (an NVMe/TCP or loop path, a
+/// virtio disk): the member a stack without `BLK_FEAT_PCI_P2PDMA` lacks it for.
+pub(crate) fn queue_refused_member(members: &[Member]) -> Option<u32> {
+    members.iter().find(|m| !m.p2pdma).map(|m| m.devt)
+}
+
 /// The first of `members` whose PCI device `gpu` cannot reach by P2P DMA (or that has none).
+///
+/// A member's PCI device is the one that moves its data (`spin_disk_pci_dev()`): for an NVMe
+/// over RDMA path the NIC, which must reach the GPU, not the target's drive.
 pub(crate) fn refused_member(gpu: &pci::Device, members: &[Member]) -> Option<u32> {
     members
         .iter()
@@ -568,6 +580,45 @@ pub(crate) fn update_disk_params(
 #[kunit_tests(rust_spin_router)]
 mod tests {
     use super::*;
+    use crate::router::glue;
+
+    fn member(devt: u32, pdev: Option<&ARef<pci::Device>>, p2pdma: bool) -> Member {
+        Member {
+            devt,
+            pdev: pdev.cloned(),
+            p2pdma,
+        }
+    }
+
+    /// The verdict on the members of a stack with fabric paths, whose transports the rig cannot
+    /// all provide. The GPU stands in for the PCI device of a P2P-capable RDMA NIC behind its
+    /// own switch (its distance to itself is 0); the host bridge, which the GPU's P2P traffic
+    /// cannot cross, for a NIC it cannot reach.
+    #[test]
+    fn fabric_members() -> Result {
+        let providers = glue::p2p_providers()?;
+        let gpu = providers.first().ok_or(ENODEV)?;
+        let far = pci::Device::find_by_name(c"0000:00:00.0").ok_or(ENODEV)?;
+        let (local, rdma, tcp, rxe, rdma_far) = (1, 2, 3, 4, 5);
+        // A local drive and an NVMe/RDMA path whose NIC reaches the GPU: P2P for both.
+        let ok = [member(local, Some(gpu), true), member(rdma, Some(gpu), true)];
+        assert_eq!(queue_refused_member(&ok), None);
+        assert_eq!(refused_member(gpu, &ok), None);
+        // NVMe/TCP and NVMe over soft-RoCE: no DMA device, and no P2PDMA pages on the queue.
+        let sw = [
+            member(local, Some(gpu), true),
+            member(tcp, None, false),
+            member(rxe, None, false),
+        ];
+        assert_eq!(queue_refused_member(&sw), Some(tcp));
+        assert_eq!(refused_member(gpu, &sw), Some(tcp));
+        // An RDMA NIC that takes P2PDMA pages but cannot reach this GPU.
+        let unreachable = [member(local, Some(gpu), true), member(rdma_far, Some(&far), true)];
+        assert_eq!(queue_refused_member(&unreachable), None);
+        assert_eq!(refused_member(gpu, &unreachable), Some(rdma_far));
+        assert_eq!(gpu.p2pdma_distance((*far).as_ref()), None);
+        Ok(())
+    }
 
     #[test]
     fn stat_lists_every_counter() {

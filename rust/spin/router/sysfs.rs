@@ -53,7 +53,7 @@ fn line(f: &mut Formatter<'_>, v: impl core::fmt::Display) -> Result {
     writeln!(f, "{v}").map_err(|_| EINVAL)
 }
 
-/// `/sys/kernel/spin/mode`: `auto`, `p2p` or `pagecache`.
+/// `/sys/kernel/spin/mode`: `auto`, `p2p`, `pagecache` or `off`.
 struct ModeFile;
 
 #[vtable]
@@ -310,9 +310,9 @@ fn p2p_show(disk: &DiskRef<'_>, f: &mut Formatter<'_>) -> core::fmt::Result {
         }
         if !queue {
             write!(f, "provider {name} queue")?;
-            if let Some(m) = members.iter().find(|m| !m.p2pdma) {
+            if let Some(devt) = state::queue_refused_member(members) {
                 write!(f, " ")?;
-                devt_fmt(f, m.devt)?;
+                devt_fmt(f, devt)?;
             }
             writeln!(f)?;
         } else if let Some(refused) = state::refused_member(gpu, members) {

@@ -43,7 +43,7 @@
 #include "../kselftest.h"
 #include "router_lib.h"
 
-#define RESULTS_PER_FS 14
+#define RESULTS_PER_FS 15
 
 /*
  * One pread of @len bytes at @pos into GPU offset @goff with residency @rz:
@@ -685,6 +685,74 @@ static void modes(struct router_fs *fs)
 		   fs->base.name);
 }
 
+/*
+ * Mode off: reads into GPU memory (cold and cached) and a write from it go
+ * on to the filesystem untouched: every byte right, nothing counted in the
+ * stat files, no spin_route event.
+ */
+static void mode_off(struct router_fs *fs)
+{
+	char label[128], why[256], path[PATH_MAX + 16];
+	long long wr0, wr1;
+	struct res r = { 0 };
+	struct range rg = { 0, 0 };
+	uint8_t want[256];
+	struct obs o;
+	ssize_t n;
+	int fd;
+
+	if (set_mode("off")) {
+		ksft_test_result_fail("%s: mode off: %s\n", fs->base.name, strerror(errno));
+		return;
+	}
+	for (int rz = 0; rz <= 100; rz += 100) {
+		long long pos = 6 * MiB + 1000;
+		size_t goff = 48 * MiB + pos % PG, np = div_up(pos + (long long)MiB, PG) - pos / PG;
+
+		snprintf(label, sizeof(label), "%s: mode off, 1 MiB at %lld, %d%% cached",
+			 fs->base.name, pos, rz);
+		rz_fill(rz, want, np, 0);
+		if (set_residency(fs, pos / PG, np, want, why, sizeof(why))) {
+			fail(&r, label, "%s", why);
+			continue;
+		}
+		poison(goff, MiB);
+		obs_begin(fs, &o, &r, label);
+		n = pread(fs->fd, gmem + goff, MiB, pos);
+		if (n != (ssize_t)MiB)
+			fail(&r, label, "returned %zd", n);
+		else if (spin_gpu_check(gpu, gmem + goff, MiB, fs->base.seed, pos, why,
+					sizeof(why)))
+			fail(&r, label, "GPU memory: %s", why);
+		check_guards(goff, MiB, &r, label);
+		if (!obs_end(fs, &o, &rg, 0, &r, label) && (o.d.v[ST_REQUESTS] || o.tr.nroute))
+			fail(&r, label, "requests +%lld, %d spin_route events: routed",
+			     o.d.v[ST_REQUESTS], o.tr.nroute);
+		trace_free(&o.tr);
+	}
+	snprintf(path, sizeof(path), "%s/off.dat", fs->base.dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	wr0 = spin_stat_get(fs->base.stat, "write_requests");
+	if (fd < 0 || spin_gpu_fill(gpu, gmem + 52 * MiB, MiB, fs->base.seed + 7, 0))
+		fail(&r, "mode off", "write set-up: %s", strerror(errno));
+	else if (pwrite(fd, gmem + 52 * MiB, MiB, 0) != (ssize_t)MiB || fsync(fd) ||
+		 posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) ||
+		 pread(fd, host, MiB, 0) != (ssize_t)MiB)
+		fail(&r, "mode off", "write from GPU memory: %s", strerror(errno));
+	else if (spin_pattern_check(host, 0, MiB, fs->base.seed + 7) >= 0)
+		fail(&r, "mode off", "byte %zd of the write differs on the disk",
+		     spin_pattern_check(host, 0, MiB, fs->base.seed + 7));
+	wr1 = spin_stat_get(fs->base.stat, "write_requests");
+	if (wr1 != wr0)
+		fail(&r, "mode off", "write_requests +%lld: the write was routed", wr1 - wr0);
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	set_mode("auto");
+	res_result(&r, "%s: mode off: reads and a write go on unrouted, uncounted, bytes right",
+		   fs->base.name);
+}
+
 static void read_tests(struct router_fs *fs)
 {
 	STEP(read_matrix(fs));
@@ -695,6 +763,7 @@ static void read_tests(struct router_fs *fs)
 	STEP(chunk_pipeline(fs));
 	STEP(queue_overlap(fs));
 	STEP(modes(fs));
+	STEP(mode_off(fs));
 }
 
 int main(void)
