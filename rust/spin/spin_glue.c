@@ -856,18 +856,22 @@ loff_t spin_file_size(struct file *file)
 }
 
 /*
- * The disk's PCI device: the first PCI ancestor of the disk's device. The
- * caller keeps the chain of parents there: device_del() drops the disk's
- * reference on its parent (see disk_walk_bottom()).
+ * The disk's PCI device: the device that moves the data of its I/O
+ * (disk_get_dma_device(): the disk's driver, or the NIC of NVMe over RDMA)
+ * if that is a PCI device, or its first PCI ancestor. The caller keeps the
+ * disk live: device_del() drops the disk's reference on its parent (see
+ * disk_walk_bottom()).
  */
 static struct pci_dev *spin_disk_pci_dev(struct gendisk *disk)
 {
-	struct device *dev;
+	struct device *dma = disk_get_dma_device(disk), *dev;
+	struct pci_dev *pdev = NULL;
 
-	for (dev = disk_to_dev(disk)->parent; dev; dev = dev->parent)
+	for (dev = dma; dev && !pdev; dev = dev->parent)
 		if (dev_is_pci(dev))
-			return pci_dev_get(to_pci_dev(dev));
-	return NULL;
+			pdev = pci_dev_get(to_pci_dev(dev));
+	put_device(dma);
+	return pdev;
 }
 
 /**
@@ -957,9 +961,9 @@ void spin_file_facts(struct file *file, struct spin_file_facts *facts)
  * spin_file_pci_dev - the PCI device of the disk holding a file
  * @file: the file; its filesystem has a block device
  *
- * Return: the first PCI device among the disk's ancestors, with a reference
- * held (drop it with pci_dev_put()), or %NULL if there is none (a stacked
- * disk: see spin_file_members()).
+ * Return: the PCI device that moves the disk's data (see
+ * spin_disk_pci_dev()), with a reference held (drop it with pci_dev_put()),
+ * or %NULL if there is none (a stacked disk: see spin_file_members()).
  */
 struct pci_dev *spin_file_pci_dev(struct file *file)
 {
@@ -993,12 +997,13 @@ static int spin_member_add(struct gendisk *disk, bool live, void *data)
  * @out: filled with up to @max disks and their PCI devices
  * @max: room in @out
  *
- * Reports each disk at the bottom of @disk (disk_walk_bottom()) with its
- * first PCI ancestor: the devices that move the data of a bio sent to @disk,
- * and whether its queue accepts P2PDMA pages (a stacked queue has the feature
- * only if every disk under it has). A disk without a PCI ancestor (a loop
- * device, an NVMe over Fabrics path) is reported with @pdev %NULL, and so is
- * one met under @disk that is being deleted.
+ * Reports each disk at the bottom of @disk (disk_walk_bottom()) with the PCI
+ * device that moves its data (spin_disk_pci_dev()): the devices that move the
+ * data of a bio sent to @disk, and whether its queue accepts P2PDMA pages (a
+ * stacked queue has the feature only if every disk under it has). A disk
+ * whose data no PCI device moves (a loop device, an NVMe/TCP or loop path,
+ * NVMe over software RDMA) is reported with @pdev %NULL, and so is one met
+ * under @disk that is being deleted.
  *
  * Return: the number of disks stored, or a negative errno of
  * disk_walk_bottom(): -%E2BIG also if there are more than @max. The caller

@@ -193,7 +193,7 @@ pub(crate) fn file_check(req: &Request<'_>) -> (Fallback, FileInfo) {
             info.member = req
                 .members()
                 .ok()
-                .and_then(|members| members.iter().find(|m| !m.p2pdma).map(|m| m.devt))
+                .and_then(|members| state::queue_refused_member(&members))
                 .unwrap_or(f.devt);
             (Fallback::Queue, info)
         }
