@@ -25,7 +25,7 @@ export BUILD KSRC KOBJ
 # RIG=real: the benchmarks' drives at a real system's proportions (below).
 
 .PHONY: help setup tree apply config kernel initramfs run test test-core test-vm \
-	test-selfcheck bench-core bench-gpumem bench-router bench-replay bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe bench-insn series series-check series-bisect export clean \
+	test-selfcheck bench-core bench-gpumem bench-router bench-replay bench-cpu bench-prof bench-writer bench-uring bench-stack bench-atomic bench-pipe bench-remote bench-insn series series-check series-bisect export clean \
 	distclean
 
 help:
@@ -283,6 +283,20 @@ bench-pipe: tree
 	grep -v '^@@' $(PIPE_OUT)/results.log | tr -d '\r' > $(PIPE_OUT)/summary.md; \
 	echo "[bench] report: $(PIPE_OUT)/summary.md"; \
 	if grep -q '^not ok' $(PIPE_OUT)/summary.md; then rc=1; fi; exit $$rc
+
+## bench-remote: buffered reads into GPU memory from NVMe/TCP, mode auto vs off, 4 KiB-8 MiB
+# One guest run: nvmet exports spin-nvme2 over TCP on the loopback device, the guest connects
+# to it; cold and cached passes per read size, the two modes in alternating order.
+# REMOTE_BENCH_ARGS adds remote_bench.* options (see remote_bench.c); SPIN_VM_ICOUNT=N counts
+# guest time in instructions. Report: build/bench-remote/summary.md.
+REMOTE_OUT := $(BUILD)/bench-remote
+bench-remote: tree
+	@rc=0; $(LOCK) bash -c '$(SCRIPTS)/build.sh initramfs && $(PY) $(SCRIPTS)/vm.py --mode bench \
+		--bench remote_bench --out $(REMOTE_OUT) \
+		--timeout $${SPIN_VM_TIMEOUT:-1800} --append "$(REMOTE_BENCH_ARGS)"' || rc=$$?; \
+	grep -v '^@@' $(REMOTE_OUT)/results.log | tr -d '\r' > $(REMOTE_OUT)/summary.md; \
+	echo "[bench] report: $(REMOTE_OUT)/summary.md"; \
+	if grep -q '^not ok' $(REMOTE_OUT)/summary.md; then rc=1; fi; exit $$rc
 
 ## series: emit the patch series with a cover letter into build/series
 series: tree
