@@ -573,42 +573,6 @@ void rz_fill(int rz, uint8_t *want, size_t n, unsigned int seed)
  * (i < @n): preads into host memory on a POSIX_FADV_RANDOM fd (no
  * read-ahead). Checked with mincore().
  */
-/*
- * Drops the file's pages from the page cache until none of pages @first to
- * @first + @n is resident: a folio still under read-ahead I/O (a slow disk,
- * a remote one) is locked and stays when dropped, so the drop is repeated
- * until its I/O is over, for a second at most.
- */
-static int drop_range(struct router_fs *fs, long long first, size_t n, char *why,
-		      size_t whylen)
-{
-	unsigned char *vec = malloc(n ? n : 1);
-	int ret = -1;
-
-	for (int tries = 0; vec && tries < 100; tries++) {
-		size_t i = 0;
-
-		if (posix_fadvise(fs->fd, 0, 0, POSIX_FADV_DONTNEED)) {
-			snprintf(why, whylen, "fadvise: %s", strerror(errno));
-			break;
-		}
-		if (n && mincore((void *)(fs->map + first * PG), n * PG, vec)) {
-			snprintf(why, whylen, "mincore: %s", strerror(errno));
-			break;
-		}
-		while (i < n && !(vec[i] & 1))
-			i++;
-		if (i == n) {
-			ret = 0;
-			break;
-		}
-		snprintf(why, whylen, "page %lld stays cached when dropped", first + (long long)i);
-		usleep(10000);
-	}
-	free(vec);
-	return ret;
-}
-
 int set_residency(struct router_fs *fs, long long first, size_t n, const uint8_t *want,
 		  char *why, size_t whylen)
 {
@@ -618,12 +582,10 @@ int set_residency(struct router_fs *fs, long long first, size_t n, const uint8_t
 
 	if (first + (long long)n > pages)
 		n = first < pages ? pages - first : 0;
-	if (fsync(fs->fd)) {
-		snprintf(why, whylen, "fsync: %s", strerror(errno));
+	if (fsync(fs->fd) || posix_fadvise(fs->fd, 0, 0, POSIX_FADV_DONTNEED)) {
+		snprintf(why, whylen, "fsync/fadvise: %s", strerror(errno));
 		return -1;
 	}
-	if (drop_range(fs, first, n, why, whylen))
-		return -1;
 	while (i < n) {
 		size_t run = 0;
 
