@@ -624,7 +624,7 @@ fn route_gpu(
     addr: usize,
     len: usize,
 ) -> Result<usize> {
-    let mode = state::mode();
+    let mode = state::routing_mode();
     let size = req.file_size();
     if pos >= size {
         return Ok(0);

@@ -113,7 +113,7 @@ pub(super) fn route(
     addr: usize,
     len: usize,
 ) -> Result<(usize, i64)> {
-    let mode = state::mode();
+    let mode = state::routing_mode();
     let append = req.append();
     let (mut reason, mut info) = verdict::file_check(req);
     let Ok((_, account)) = state::disk(info.key()) else {
@@ -189,5 +189,5 @@ pub(super) fn fallback(req: &Request<'_>, reason: Fallback) {
     } else {
         req.pos()
     };
-    trace::route(&info, true, at, 0, state::mode().name(), reason, 0, 0, 0);
+    trace::route(&info, true, at, 0, state::routing_mode().name(), reason, 0, 0, 0);
 }

@@ -136,6 +136,24 @@ static int p2p_queue_member(const char *disk, unsigned int *maj, unsigned int *m
 	return -ENOENT;
 }
 
+/* The PCI device spin/p2p of @disk gives its member @maj:@min ("-": none). */
+static int member_device(const char *disk, unsigned int maj, unsigned int min, char *pdev,
+			 size_t len)
+{
+	char path[PATH_MAX], buf[4096], want[64];
+	char *line, *save;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", disk);
+	if (spin_read_file(path, buf, sizeof(buf)) < 0)
+		return -EIO;
+	snprintf(want, sizeof(want), "member %u:%u ", maj, min);
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (!strncmp(line, want, strlen(want)) &&
+		    sscanf(line + strlen(want), "%63s", pdev) == 1 && strlen(pdev) < len)
+			return 0;
+	return -ENOENT;
+}
+
 /*
  * Reads into GPU memory: sizes from a page to 3 MiB, aligned and not, cold
  * and cached. Each goes whole through the page cache with reason queue
@@ -155,13 +173,17 @@ static void remote_reads(struct router_fs *fs, const char *what)
 		{ 2 * MiB, 64 * KiB, 0 },
 	};
 	unsigned int pmaj = 0, pmin = 0;
+	char label[160], pdev[64] = "?";
 	struct res r = { 0 };
-	char label[160];
 	struct obs o;
 
 	if (p2p_queue_member(fs->base.disk, &pmaj, &pmin))
 		fail(&r, what, "/sys/block/%s/spin/p2p names no refused member for %s",
 		     fs->base.disk, gpu_bdf);
+	else if (member_device(fs->base.disk, pmaj, pmin, pdev, sizeof(pdev)) ||
+		 strcmp(pdev, "-"))
+		fail(&r, what, "the path %u:%u has a DMA device (%s): no device moves its data",
+		     pmaj, pmin, pdev);
 	for (size_t i = 0; i < ARRAY_SIZE(c); i++) {
 		size_t goff = 40 * MiB + c[i].pos % PG;
 
@@ -185,8 +207,8 @@ static void remote_reads(struct router_fs *fs, const char *what)
 		}
 		trace_free(&o.tr);
 	}
-	res_result(&r, "%s: reads into GPU memory right, reason queue, member %u:%u named", what,
-		   pmaj, pmin);
+	res_result(&r, "%s: reads into GPU memory right, reason queue, member %u:%u named (DMA device %s)",
+		   what, pmaj, pmin, pdev);
 }
 
 /*
@@ -462,11 +484,13 @@ static int outage_set(struct transport *t, int kind, int down)
 
 #define OUT_BUF (4 * MiB)
 #define OUT_LEN MiB
+#define OUT_SLOTS 8	/* the writer's file: slots of OUT_LEN, written in turn */
 
 /* What the reader and the writer of an outage count, in memory shared with them. */
 struct outage_counts {
 	int phase;		/* 0 before, 1 target away, 2 back, 3 stop */
 	int read_ok[3], read_err, read_bad, write_ok[3], write_err;
+	unsigned int written;	/* the writer's slots of which a write and fsync succeeded */
 	char bad[320];
 };
 
@@ -509,13 +533,52 @@ static void outage_writer(struct router_fs *fs, uint8_t *g, struct outage_counts
 	for (int i = 0; fd >= 0 && __atomic_load_n(&c->phase, __ATOMIC_RELAXED) < 3; i++) {
 		int phase = __atomic_load_n(&c->phase, __ATOMIC_RELAXED);
 
-		if (pwrite(fd, g, OUT_LEN, (off_t)(i % 8) * OUT_LEN) != (ssize_t)OUT_LEN ||
-		    fsync(fd))
+		if (pwrite(fd, g, OUT_LEN, (off_t)(i % OUT_SLOTS) * OUT_LEN) != (ssize_t)OUT_LEN ||
+		    fsync(fd)) {
 			c->write_err++;
-		else
+		} else {
 			c->write_ok[phase > 2 ? 2 : phase]++;
+			c->written |= 1u << (i % OUT_SLOTS);
+		}
 	}
 	_exit(fd < 0);
+}
+
+/*
+ * Every slot of the writer's file that a write and its fsync() made durable
+ * holds the write's bytes, read back from the disk.
+ */
+static void check_written(struct router_fs *fs, const struct outage_counts *c, struct res *r,
+			  const char *what)
+{
+	char path[PATH_MAX + 16];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/away.dat", fs->base.dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)) {
+		fail(r, what, "%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (int k = 0; k < OUT_SLOTS; k++) {
+		ssize_t bad;
+
+		if (!(c->written & (1u << k)))
+			continue;
+		if (pread(fd, host, OUT_LEN, (off_t)k * OUT_LEN) != (ssize_t)OUT_LEN) {
+			fail(r, what, "reading back slot %d of %s: %s", k, path, strerror(errno));
+			break;
+		}
+		bad = spin_pattern_check(host, 0, OUT_LEN, 85);
+		if (bad >= 0) {
+			fail(r, what, "slot %d of %s: byte %zd is not what was written", k, path,
+			     bad);
+			break;
+		}
+	}
+	close(fd);
 }
 
 /* Waits up to @secs for the controller of @t to be in state live; its state then. */
@@ -668,6 +731,8 @@ static void target_outage(struct transport *t, int kind, int xfs)
 	if (!gone && (!c->read_ok[2] || !c->write_ok[2]))
 		fail(&r, what, "after the target came back: %d reads and %d writes right",
 		     c->read_ok[2], c->write_ok[2]);
+	if (!gone)
+		check_written(&fs, c, &r, what);
 	if (gone && (!c->read_err || !c->write_err))
 		fail(&r, what, "with the disk gone: %d reads and %d writes failed, want both > 0",
 		     c->read_err, c->write_err);
@@ -887,8 +952,14 @@ static void mpath_tests(void)
 			ret = spin_nvmet_connect(&mpaths[i].n, why, sizeof(why));
 	}
 	for (int i = 0; i < 2 && !ret; i++) {
-		ret = path_of(mpaths[1].n.disk, mpaths[i].n.ctrl, mpath_disk[i],
-			      sizeof(mpath_disk[i]));
+		/* A controller's namespace scan, and with it its path, comes after the connect. */
+		for (int k = 0; k < SPIN_NVMET_WAIT_S * 10; k++) {
+			ret = path_of(mpaths[1].n.disk, mpaths[i].n.ctrl, mpath_disk[i],
+				      sizeof(mpath_disk[i]));
+			if (!ret)
+				break;
+			usleep(100000);
+		}
 		if (ret)
 			snprintf(why, sizeof(why), "%s has no path of %s", mpaths[1].n.disk,
 				 mpaths[i].n.ctrl);
@@ -932,6 +1003,11 @@ static void mpath_tests(void)
 	ana_reads(&fs, 1, &r);
 	ana_reads(&fs, -1, &r);
 	res_result(&r, "multipath: ANA moves the reads from path to path, every byte right");
+	/* Both paths optimized again, also after a failure: else umount's writes wait for good. */
+	for (int i = 0; i < 2; i++) {
+		spin_nvmet_ana_state(&mpaths[i].n, "optimized");
+		ana_wait(i, "optimized");
+	}
 	fs_teardown(&fs);
 down:
 	ret = 0;

@@ -8,9 +8,11 @@
  * ext4 holds a file of file_mib MiB written by the CPU. A remote queue cannot
  * carry P2PDMA pages, so under auto every read falls back to the page cache
  * (reason queue) after the router's check; off mode passes every read on to
- * the filesystem untouched, as a kernel without spin takes it. The ratio
- * auto / off of the same kernel is what spin costs a remote disk (goal
- * >= 0.99).
+ * the filesystem untouched. The ratio auto / off of the same kernel is what
+ * the router's work costs a read from a remote disk (goal >= 0.99). Off mode
+ * still pays the read hook's own test and the call into the router, which a
+ * kernel without spin does not (make bench-cpu measures that cost against a
+ * CONFIG_SPIN=n kernel, for reads into host memory).
  *
  * For each read size, rounds pairs of passes, the two modes in alternating
  * order (ABBA). A cold pass drops the file's pages first and reads the whole
