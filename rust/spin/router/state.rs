@@ -610,7 +610,10 @@ mod tests {
         let far = pci::Device::find_by_name(c"0000:00:00.0").ok_or(ENODEV)?;
         let (local, rdma, tcp, rxe, rdma_far) = (1, 2, 3, 4, 5);
         // A local drive and an NVMe/RDMA path whose NIC reaches the GPU: P2P for both.
-        let ok = [member(local, Some(gpu), true), member(rdma, Some(gpu), true)];
+        let ok = [
+            member(local, Some(gpu), true),
+            member(rdma, Some(gpu), true),
+        ];
         assert_eq!(queue_refused_member(&ok), None);
         assert_eq!(refused_member(gpu, &ok), None);
         // NVMe/TCP and NVMe over soft-RoCE: no DMA device, and no P2PDMA pages on the queue.
@@ -623,7 +626,10 @@ mod tests {
         assert_eq!(refused_member(gpu, &sw), Some(tcp));
         // An RDMA NIC that takes P2PDMA pages but cannot reach this GPU (a host whose root
         // complex forwards P2P traffic, an AMD Zen one, reaches the host bridge: then it passes).
-        let unreachable = [member(local, Some(gpu), true), member(rdma_far, Some(&far), true)];
+        let unreachable = [
+            member(local, Some(gpu), true),
+            member(rdma_far, Some(&far), true),
+        ];
         let reached = gpu.p2pdma_distance((*far).as_ref()).is_some();
         assert_eq!(queue_refused_member(&unreachable), None);
         assert_eq!(

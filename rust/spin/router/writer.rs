@@ -189,5 +189,15 @@ pub(super) fn fallback(req: &Request<'_>, reason: Fallback) {
     } else {
         req.pos()
     };
-    trace::route(&info, true, at, 0, state::routing_mode().name(), reason, 0, 0, 0);
+    trace::route(
+        &info,
+        true,
+        at,
+        0,
+        state::routing_mode().name(),
+        reason,
+        0,
+        0,
+        0,
+    );
 }
