@@ -207,7 +207,8 @@ static void remote_reads(struct router_fs *fs, const char *what)
 		}
 		trace_free(&o.tr);
 	}
-	res_result(&r, "%s: reads into GPU memory right, reason queue, member %u:%u named (DMA device %s)",
+	res_result(&r,
+		   "%s: reads into GPU memory right, reason queue, member %u:%u named (DMA device %s)",
 		   what, pmaj, pmin, pdev);
 }
 
@@ -368,8 +369,8 @@ static void tool_says(struct transport *t, const char *file)
 static void fs_tests(struct transport *t)
 {
 	struct router_fs fss[] = {
-		{ .base = { .name = "ext4", .serial = t->n.nqn, .type = "ext4", .dir = "/mnt/rm-ext4",
-			    .mkfs = SPIN_MKFS_EXT4, .seed = 81 } },
+		{ .base = { .name = "ext4", .serial = t->n.nqn, .type = "ext4",
+			    .dir = "/mnt/rm-ext4", .mkfs = SPIN_MKFS_EXT4, .seed = 81 } },
 		{ .base = { .name = "xfs", .serial = t->n.nqn, .type = "xfs", .dir = "/mnt/rm-xfs",
 			    .mkfs = SPIN_MKFS_XFS, .seed = 82 } },
 	};
@@ -581,6 +582,48 @@ static void check_written(struct router_fs *fs, const struct outage_counts *c, s
 	close(fd);
 }
 
+/* How long reads and writes may take to go on once the controller is live again. */
+#define RESUME_S 60
+
+/* Shows where process @pid waits in the kernel. */
+static void show_stack(pid_t pid, const char *who)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		ksft_print_msg("%s waits in %s", who, line);
+	fclose(f);
+}
+
+/*
+ * Waits up to @secs for a read and a write that started after the target came
+ * back to succeed; shows where the reader and writer wait if that takes more
+ * than 10 s. Returns the seconds it took, rounded up.
+ */
+static int wait_resumed(struct outage_counts *c, const pid_t *pid, int secs)
+{
+	int i;
+
+	for (i = 0; i < secs * 10; i++) {
+		if (__atomic_load_n(&c->read_ok[2], __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&c->write_ok[2], __ATOMIC_RELAXED))
+			break;
+		if (i == 100) {
+			show_stack(pid[0], "the reader");
+			show_stack(pid[1], "the writer");
+		}
+		usleep(100000);
+	}
+	/* Some more I/O after the first, so that a hold-up after it shows too. */
+	sleep(1);
+	return (i + 9) / 10;
+}
+
 /* Waits up to @secs for the controller of @t to be in state live; its state then. */
 static void ctrl_wait_live(struct transport *t, int secs, char *state, size_t len)
 {
@@ -647,8 +690,8 @@ static void target_outage(struct transport *t, int kind, int xfs)
 {
 	struct router_fs fs = { .base = { .name = "away", .serial = t->n.nqn,
 					  .dir = "/mnt/rm-away", .seed = 84 } };
-	int buf = -1, away = 0, ret, gone = kind == OUTAGE_DISCONNECT;
-	char state[32] = "", cmd[256], what[64];
+	int buf = -1, away = 0, ret, gone = kind == OUTAGE_DISCONNECT, back_s = 0;
+	char state[32] = "", cmd[256], what[64], again[48] = "";
 	struct outage_counts *c;
 	long long avail0, avail1;
 	pid_t pid[2] = { -1, -1 };
@@ -706,7 +749,10 @@ static void target_outage(struct transport *t, int kind, int xfs)
 			     "the controller never left state live: the target was never missed");
 	}
 	__atomic_store_n(&c->phase, 2, __ATOMIC_RELAXED);
-	sleep(gone ? 1 : 3);
+	if (gone)
+		sleep(1);
+	else
+		back_s = wait_resumed(c, pid, RESUME_S);
 	__atomic_store_n(&c->phase, 3, __ATOMIC_RELAXED);
 	for (int k = 0; k < 2; k++) {
 		int status = 0, waited = 0;
@@ -729,8 +775,8 @@ static void target_outage(struct transport *t, int kind, int xfs)
 		fail(&r, what, "%d reads put wrong bytes in GPU memory, first %s", c->read_bad,
 		     c->bad);
 	if (!gone && (!c->read_ok[2] || !c->write_ok[2]))
-		fail(&r, what, "after the target came back: %d reads and %d writes right",
-		     c->read_ok[2], c->write_ok[2]);
+		fail(&r, what, "%d s after the target came back: %d reads and %d writes right",
+		     RESUME_S, c->read_ok[2], c->write_ok[2]);
 	if (!gone)
 		check_written(&fs, c, &r, what);
 	if (gone && (!c->read_err || !c->write_err))
@@ -751,9 +797,11 @@ out:
 		 xfs ? "xfs_repair -n" : "e2fsck -fn", fs.base.dev);
 	if (run(cmd))
 		fail(&r, what, "%s finds the filesystem damaged", cmd);
-	res_result(&r, "%s: %d/%d/%d reads, %d/%d/%d writes right before/away/back, %d/%d failed",
+	if (!gone)
+		snprintf(again, sizeof(again), ", both again after %d s", back_s);
+	res_result(&r, "%s: %d/%d/%d reads, %d/%d/%d writes right before/away/back, %d/%d failed%s",
 		   what, c->read_ok[0], c->read_ok[1], c->read_ok[2], c->write_ok[0],
-		   c->write_ok[1], c->write_ok[2], c->read_err, c->write_err);
+		   c->write_ok[1], c->write_ok[2], c->read_err, c->write_err, again);
 	munmap(c, sizeof(*c));
 }
 
@@ -804,6 +852,7 @@ static struct transport mpaths[] = {
 				     .port = 4, .nqn = MPATH_NQN } },
 	{ .name = "loop path", .n = { .trtype = "loop", .port = 5, .nqn = MPATH_NQN } },
 };
+
 static char mpath_disk[2][80];	/* the per-path disks, nvmeXcYnZ, of mpaths[] */
 
 /* The path disk (nvmeXcYnZ) of the head @head that belongs to controller @ctrl. */
@@ -906,33 +955,44 @@ static void ana_reads(struct router_fs *fs, int only, struct res *r)
 		       after[1] - before[1]);
 }
 
-/* spin/p2p of @disk lists both paths as members whose queues refuse P2PDMA pages. */
+/*
+ * spin/p2p of @disk lists two members, its paths, each without a PCI device
+ * and with a queue that refuses P2PDMA pages; their numbers in @maj:@min. A
+ * path disk of a multipath head is hidden and has no dev file: the two are
+ * told apart from the head and from each other by number alone.
+ */
 static int members_refused(const char *disk, unsigned int *maj, unsigned int *min)
 {
-	char path[PATH_MAX], buf[4096];
+	char path[PATH_MAX], buf[4096], copy[4096];
+	unsigned int hmaj, hmin;
 	char *line, *save;
-	int n = 0;
+	int n = 0, bad = 0;
 
-	for (int i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "/sys/block/%s/dev", mpath_disk[i]);
-		if (spin_read_file(path, buf, sizeof(buf)) ||
-		    sscanf(buf, "%u:%u", &maj[i], &min[i]) != 2)
-			return -ENOENT;
-	}
+	snprintf(path, sizeof(path), "/sys/block/%s/dev", disk);
+	if (spin_read_file(path, buf, sizeof(buf)) || sscanf(buf, "%u:%u", &hmaj, &hmin) != 2)
+		return -ENOENT;
 	snprintf(path, sizeof(path), "/sys/block/%s/spin/p2p", disk);
 	if (spin_read_file(path, buf, sizeof(buf)))
 		return -EIO;
+	snprintf(copy, sizeof(copy), "%s", buf);
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		unsigned int a, b, q;
 		char pdev[64];
 
 		if (sscanf(line, "member %u:%u %63s %u", &a, &b, pdev, &q) != 4)
 			continue;
-		for (int i = 0; i < 2; i++)
-			if (a == maj[i] && b == min[i] && !q && !strcmp(pdev, "-"))
-				n++;
+		if (n < 2) {
+			maj[n] = a;
+			min[n] = b;
+		}
+		bad |= q || strcmp(pdev, "-") || (a == hmaj && b == hmin);
+		n++;
 	}
-	return n == 2 ? 0 : -ESRCH;
+	if (n == 2 && !bad && (maj[0] != maj[1] || min[0] != min[1]))
+		return 0;
+	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		ksft_print_msg("%s: %s\n", path, line);
+	return -ESRCH;
 }
 
 static void mpath_tests(void)
@@ -940,7 +1000,7 @@ static void mpath_tests(void)
 	struct router_fs fs = { .base = { .name = "ext4", .serial = MPATH_NQN, .type = "ext4",
 					  .dir = "/mnt/rm-mpath", .mkfs = SPIN_MKFS_EXT4,
 					  .seed = 86 } };
-	unsigned int maj[2], min[2], pmaj = 0, pmin = 0;
+	unsigned int maj[2] = { 0 }, min[2] = { 0 }, pmaj = 0, pmin = 0;
 	char why[256] = "";
 	struct res r = { 0 };
 	struct obs o;
@@ -977,7 +1037,8 @@ static void mpath_tests(void)
 	}
 	fs_setup(&fs, SMALL_LEN);
 	if (members_refused(fs.base.disk, maj, min))
-		fail(&r, "multipath", "spin/p2p of %s does not list %s and %s as refusing members",
+		fail(&r, "multipath",
+		     "spin/p2p of %s does not list its paths %s and %s as refusing members",
 		     fs.base.disk, mpath_disk[0], mpath_disk[1]);
 	if (p2p_queue_member(fs.base.disk, &pmaj, &pmin) ||
 	    !((pmaj == maj[0] && pmin == min[0]) || (pmaj == maj[1] && pmin == min[1])))
@@ -996,7 +1057,8 @@ static void mpath_tests(void)
 				     pmin);
 	}
 	trace_free(&o.tr);
-	res_result(&r, "multipath: both paths listed as refused members (%s, %s), reads right, reason queue, member %u:%u",
+	res_result(&r,
+		   "multipath: both paths listed as refused members (%s, %s), reads right, reason queue, member %u:%u",
 		   mpath_disk[0], mpath_disk[1], pmaj, pmin);
 	memset(&r, 0, sizeof(r));
 	ana_reads(&fs, 0, &r);
