@@ -3,8 +3,10 @@
  * Remote storage: NVMe over Fabrics namespaces under the router. The guest is
  * its own target and host: nvmet (set up through configfs) exports
  * spin-nvme2's namespace, and the host connects to it over TCP on the
- * loopback device, over the loop transport and over RDMA with soft-RoCE
- * (rdma_rxe on a veth pair). On each remote disk, ext4 and xfs in turn:
+ * loopback device, over the loop transport and over RDMA with software
+ * iWARP (siw on a veth pair; under load soft-RoCE, rdma_rxe, never completes
+ * its writes in the rig: see Documentation/spin/remote.rst). On each remote
+ * disk, ext4 and xfs in turn:
  * reads into GPU memory and writes from it, every byte checked from the host
  * side of the GPU memory or from the disk; each request falls back with
  * reason queue, naming the remote path in the spin_route tracepoint and in
@@ -39,10 +41,10 @@
 #define NVMET "/sys/kernel/config/nvmet"
 #define IP "/usr/sbin/ip"	/* iproute2's, for the veth pair */
 #define RDMA "/usr/bin/rdma"
-#define RXE_NETDEV "spinv0"
-#define RXE_PEER "spinv1"
-#define RXE_DEV "spinrxe0"
-#define RXE_ADDR "10.77.0.1"
+#define SOFT_NETDEV "spinv0"
+#define SOFT_PEER "spinv1"
+#define SOFT_DEV "spinsiw0"
+#define SOFT_ADDR "10.77.0.1"
 #define MD_DEV "/dev/md0"
 #define MD_CREATE "mdadm --create " MD_DEV " --run --level=1 --raid-devices=2 --assume-clean"
 
@@ -89,23 +91,23 @@ static struct transport transports[] = {
 	  .why = "is an NVMe/TCP path", .outages = 1 },
 	{ .name = "loop", .n = { .trtype = "loop", .port = 2, .nqn = "spin-remote-loop" },
 	  .why = "is an NVMe loop path" },
-	{ .name = "rdma", .n = { .trtype = "rdma", .traddr = RXE_ADDR, .svcid = "4421", .port = 3,
+	{ .name = "rdma", .n = { .trtype = "rdma", .traddr = SOFT_ADDR, .svcid = "4421", .port = 3,
 				 .nqn = "spin-remote-rdma" },
-	  .why = "over software RDMA (" RXE_DEV " on " RXE_NETDEV ")" },
+	  .why = "over software RDMA (" SOFT_DEV },
 };
 
 static char backing[80];	/* the target's block device: spin-nvme2 */
 static char gpu_bdf[32];
 
-/* soft-RoCE: an RDMA device on one end of a veth pair. */
-static int rxe_up(char *why, size_t len)
+/* Software iWARP: an RDMA device on one end of a veth pair. */
+static int soft_rdma_up(char *why, size_t len)
 {
 	static const char *const cmds[] = {
-		IP " link add " RXE_NETDEV " type veth peer name " RXE_PEER,
-		IP " addr add " RXE_ADDR "/24 dev " RXE_NETDEV,
-		IP " link set " RXE_PEER " up",
-		IP " link set " RXE_NETDEV " up",
-		RDMA " link add " RXE_DEV " type rxe netdev " RXE_NETDEV,
+		IP " link add " SOFT_NETDEV " type veth peer name " SOFT_PEER,
+		IP " addr add " SOFT_ADDR "/24 dev " SOFT_NETDEV,
+		IP " link set " SOFT_PEER " up",
+		IP " link set " SOFT_NETDEV " up",
+		RDMA " link add " SOFT_DEV " type siw netdev " SOFT_NETDEV,
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++) {
@@ -812,7 +814,7 @@ static void transport_tests(struct transport *t)
 	int ret = 0;
 
 	if (!strcmp(t->n.trtype, "rdma"))
-		ret = rxe_up(why, sizeof(why));
+		ret = soft_rdma_up(why, sizeof(why));
 	if (!ret)
 		ret = spin_nvmet_target_up(&t->n, backing, why, sizeof(why));
 	if (!ret)
