@@ -1492,7 +1492,7 @@ int spin_nvmet_disk_wait(struct spin_nvmet *t, int present)
 
 int spin_nvmet_connect(struct spin_nvmet *t, char *why, size_t len)
 {
-	char opts[256], reply[128] = "";
+	char opts[320], reply[128] = "";
 	unsigned int instance;
 	ssize_t n;
 	int fd, ret;
@@ -1504,6 +1504,8 @@ int spin_nvmet_connect(struct spin_nvmet *t, char *why, size_t len)
 			 t->trtype, t->traddr, t->svcid, t->nqn);
 	else
 		snprintf(opts, sizeof(opts), "transport=%s,nqn=%s", t->trtype, t->nqn);
+	if (t->opts)
+		snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), ",%s", t->opts);
 	fd = open("/dev/nvme-fabrics", O_RDWR);
 	if (fd < 0) {
 		snprintf(why, len, "/dev/nvme-fabrics: %s", strerror(errno));

@@ -260,6 +260,7 @@ struct spin_nvmet {
 	const char *svcid;
 	int port;		/* nvmet port number */
 	const char *nqn;	/* subsystem NQN, also its serial */
+	const char *opts;	/* more connect options ("keep_alive_tmo=30"), or NULL */
 	char ctrl[32];		/* the host's controller, nvmeN */
 	char disk[80];		/* the host's disk, nvmeXnY */
 	int target_up, connected;
