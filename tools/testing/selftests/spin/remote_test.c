@@ -592,21 +592,6 @@ static void check_written(struct router_fs *fs, const struct outage_counts *c, s
 /* How long reads and writes may take to go on once the controller is live again. */
 #define RESUME_S 60
 
-/* Shows where process @pid waits in the kernel. */
-static void show_stack(pid_t pid, const char *who)
-{
-	char path[64], line[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		ksft_print_msg("%s waits in %s", who, line);
-	fclose(f);
-}
-
 /*
  * Waits up to @secs for a read and a write that started after the target came
  * back to succeed; shows where the reader and writer wait if that takes more
@@ -621,8 +606,8 @@ static int wait_resumed(struct outage_counts *c, const pid_t *pid, int secs)
 		    __atomic_load_n(&c->write_ok[2], __ATOMIC_RELAXED))
 			break;
 		if (i == 100) {
-			show_stack(pid[0], "the reader");
-			show_stack(pid[1], "the writer");
+			spin_show_stack(pid[0], "the reader waits in");
+			spin_show_stack(pid[1], "the writer waits in");
 		}
 		usleep(100000);
 	}

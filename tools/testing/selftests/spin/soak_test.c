@@ -533,16 +533,6 @@ static pid_t spawn(int k, struct spin_fs *fs, uint64_t seed, int lenient)
 	}
 }
 
-/* The kernel stack of @pid, for a worker that does not finish. */
-static void dump_stack(pid_t pid)
-{
-	char path[64], buf[2048] = "";
-
-	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
-	spin_read_file(path, buf, sizeof(buf));
-	ksft_print_msg("stack of worker %d: %s\n", pid, buf);
-}
-
 /* The operations so far, at most every 15 s. */
 static void show_progress(void)
 {
@@ -566,6 +556,7 @@ static void wait_all(pid_t *pids, int n, double limit)
 {
 	for (int i = 0; i < n; i++) {
 		int status = 0;
+		char who[48];
 		pid_t r;
 
 		while ((r = waitpid(pids[i], &status, WNOHANG)) == 0 &&
@@ -577,7 +568,8 @@ static void wait_all(pid_t *pids, int n, double limit)
 			ksft_print_msg("worker %d still running %.0f s after the deadline\n",
 				       pids[i], limit);
 			spin_write_file("/proc/sysrq-trigger", "w");
-			dump_stack(pids[i]);
+			snprintf(who, sizeof(who), "stack of worker %d", pids[i]);
+			spin_show_stack(pids[i], who);
 			kill(pids[i], SIGKILL);
 			waitpid(pids[i], &status, 0);
 			bad(K_MAP, &sh->t[K_MAP].errors, "a worker hung (see its stack above)");

@@ -175,6 +175,20 @@ int spin_read_file(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+void spin_show_stack(pid_t pid, const char *who)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		ksft_print_msg("%s: %s", who, line);
+	fclose(f);
+}
+
 /* Write @val to the sysfs or debugfs file @path: 0 or a negative errno. */
 int spin_write_file(const char *path, const char *val)
 {

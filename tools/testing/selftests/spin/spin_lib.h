@@ -150,6 +150,8 @@ int spin_uncache(int fd);
 int spin_write_uncached(int fd, const void *buf, size_t len, off_t off);
 ssize_t spin_read_uncached(int fd, void *buf, size_t len, off_t off);
 int spin_read_file(const char *path, char *buf, size_t len);
+/* Prints the kernel stack of process @pid, a line a message, each led by @who. */
+void spin_show_stack(pid_t pid, const char *who);
 long long spin_read_ll(const char *path);
 int spin_fault_times(const char *dir, int times);
 int spin_write_file(const char *path, const char *val);
