@@ -6,12 +6,13 @@
  * function, with no sampling: what instruction-counted guest time
  * (vm.py --icount) charges a code path, broken down.
  *
- * Arguments (-plugin insn_count.so,out=F,toggle=A,phase=B):
+ * Arguments (-plugin insn_count.so,out=F,toggle=A,phase=B,on=1):
  *   out     the report file, written when QEMU exits
  *   toggle  a guest virtual address (hex): each execution of the block that
  *           starts there switches counting on or off (every vCPU at once)
  *   phase   a guest virtual address (hex): each execution of the block that
  *           starts there starts a new phase (up to MAX_PHASES)
+ *   on      1: count from the start (a whole run, boot included)
  *
  * Report lines: "phase P vaddr N count" for every block executed in phase P
  * while counting was on (N instructions per execution, count executions),
@@ -137,6 +138,8 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
 			toggle_at = strtoull(argv[i] + 7, NULL, 16);
 		else if (!strncmp(argv[i], "phase=", 6))
 			phase_at = strtoull(argv[i] + 6, NULL, 16);
+		else if (!strcmp(argv[i], "on=1"))
+			on = 1;
 		else
 			return -1;
 	}
