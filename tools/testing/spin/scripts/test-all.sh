@@ -79,7 +79,7 @@ run_vm() { # MODE
 	local mode=$1 summary=$BUILD/vm/$1/summary.json
 	rm -f "$summary"
 	debug_kernel
-	# The guest takes 10-25 min on a quiet host and up to ~50 min on a busy
+	# The guest takes about 35 min on a quiet host and up to ~60 min on a busy
 	# one (every long program up to 1.7x its quiet-hour time). The watchdog
 	# only has to catch a hang; the tests catch their own (router_consistency_test:
 	# a reader without progress). 4200 s leaves room in a 5400 s budget for the
