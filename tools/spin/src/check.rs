@@ -439,6 +439,22 @@ pub fn file_reason(p: &str) -> (Option<String>, Option<(String, String)>) {
     (r.disk, r.reason)
 }
 
+/// What `/sys/kernel/spin/mode` `mode` means for P2P, if it sends nothing by P2P: the
+/// verdicts that follow then say what `auto` would do.
+fn mode_note(mode: &str) -> Option<&'static str> {
+    match mode {
+        "off" => Some(
+            "routing off: reads and writes go as without spin, nothing by P2P; \
+             the verdicts below are what auto would do",
+        ),
+        "pagecache" => Some(
+            "every read and write goes through the page cache, nothing by P2P; \
+             the verdicts below are what auto would do",
+        ),
+        _ => None,
+    }
+}
+
 pub fn main(args: &[String]) -> Result<u8, Fail> {
     let mut as_json = false;
     let mut paths = Vec::new();
@@ -477,11 +493,14 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
             .map(|p| p.pci.clone())
             .collect()
     };
-    let possible = if reports.is_empty() {
+    let reachable = if reports.is_empty() {
         disks.iter().any(|d| provs.iter().any(|p| d.ok_for(&p.pci)))
     } else {
         reports.iter().all(|r| !path_ok(r).is_empty())
     };
+    // The verdicts say what `auto` and `p2p` would do; the other modes send nothing by P2P.
+    let mode_note = mode_note(&mode);
+    let possible = reachable && mode_note.is_none();
 
     if as_json {
         let j = Json::Obj(vec![
@@ -556,13 +575,17 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
                         .collect(),
                 ),
             ),
+            ("mode_allows_p2p", Json::Bool(mode_note.is_none())),
             ("p2p_possible", Json::Bool(possible)),
         ]);
         print!("{}", j.render());
         return Ok(if possible { 0 } else { 1 });
     }
 
-    println!("mode: {mode}");
+    match mode_note {
+        Some(note) => println!("mode: {mode} ({note})"),
+        None => println!("mode: {mode}"),
+    }
     println!("GPU memory providers:");
     if provs.is_empty() {
         println!(
@@ -653,4 +676,17 @@ pub fn main(args: &[String]) -> Result<u8, Fail> {
         }
     }
     Ok(if possible { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mode_note;
+
+    #[test]
+    fn modes_that_send_nothing_by_p2p_are_named() {
+        assert!(mode_note("auto").is_none());
+        assert!(mode_note("p2p").is_none());
+        assert!(mode_note("off").unwrap().contains("as without spin"));
+        assert!(mode_note("pagecache").unwrap().contains("page cache"));
+    }
 }

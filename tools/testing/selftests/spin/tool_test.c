@@ -8,7 +8,8 @@
  *    three disks with the right verdicts and reasons in words; files on ext4
  *    on spin-nvme0 (P2P possible, exit 0), on tmpfs (no_bdev), on ext4 on
  *    spin-nvme2 (distance, with the PCI route) and on xfs on spin-vblk
- *    (queue), alone and together (exit 1), in text and --json;
+ *    (queue), alone and together (exit 1), in text and --json; the good file
+ *    in the modes off and pagecache (exit 1, the mode named);
  *  - spin stat: totals, and with -i/-c the rates of a routed read's bytes on
  *    the right disk;
  *  - spin calibrate --apply --png on the file on spin-nvme0: the fit and the
@@ -225,6 +226,24 @@ static void test_check(struct disk *near, struct disk *far, struct disk *vblk)
 	ksft_test_result(ok, "spin check FILE on ext4 on %s: exit %d, P2P possible\n", near->name,
 			 rc);
 
+	/* The same file in modes that send nothing by P2P: exit 1, the mode says why. */
+	ok = 1;
+	for (int m = 0; m < 2; m++) {
+		const char *mode = m ? "pagecache" : "off";
+
+		ok = ok && !spin_write_file(SPIN_SYS "/mode", mode);
+		rc = run(TOOL " check /mnt/tool-near/f");
+		snprintf(want, sizeof(want), "mode: %s (", mode);
+		ok = ok && rc == 1 && line_with(want, "nothing by P2P");
+		rc = run(TOOL " check --json /mnt/tool-near/f");
+		ok = ok && rc == 1 && strstr(out, "\"mode_allows_p2p\": false") &&
+		     strstr(out, "\"p2p_possible\": false");
+		if (!ok)
+			ksft_print_msg("mode %s:\n%s", mode, out);
+	}
+	ok = !spin_write_file(SPIN_SYS "/mode", "auto") && ok;
+	ksft_test_result(ok, "spin check FILE in mode off and pagecache: exit 1, the mode named\n");
+
 	/* Every fallback disk, text and JSON: exit 1, each reason right. */
 	rc = run(TOOL " check " FOUR);
 	ok = rc == 1 && line_with("/mnt/tool-tmpfs/f", "no P2P: no_bdev") &&
@@ -423,7 +442,7 @@ int main(void)
 			     .virtio = 1 };
 
 	ksft_print_header();
-	ksft_set_plan(3 + 5 + 2 + 6 + 12);
+	ksft_set_plan(3 + 6 + 2 + 6 + 12);
 	if (access(TOOL, X_OK))
 		ksft_exit_fail_msg("%s is missing from the initramfs\n", TOOL);
 	if (spin_gpu_find(gpu, sizeof(gpu)))
