@@ -270,7 +270,68 @@ fn enter(req: &mut Request<'_>, routable: Routable) -> isize {
         writer::fallback(req, reason);
         return req.passthrough();
     }
+    if !req.is_write() {
+        if let Some(n) = pass_refused(req, &first) {
+            return n;
+        }
+    }
     route(req, mm, first)
+}
+
+/// Passes on, counted but unchanged, a read that is one piece of GPU memory from a file that no
+/// GPU can read by P2P (no block device, no direct I/O, a queue that refuses P2PDMA pages: an
+/// NVMe over Fabrics namespace, a virtio disk). Its data takes the page cache whatever the
+/// router does, so the filesystem's `->read_iter()` reads it as it would without spin, with
+/// none of the router's legs around it: the request and its bytes are counted and traced as
+/// [`route_gpu`] would. `None` for every other read, which [`route`] takes.
+fn pass_refused(req: &mut Request<'_>, first: &(usize, Dest)) -> Option<isize> {
+    let (addr, Dest::Gpu { end, pdev }) = first else {
+        return None;
+    };
+    let mut segs = req.segments();
+    let len = match (segs.next(), segs.next()) {
+        (Some((a, len)), None) if a == *addr && end.saturating_sub(a) >= len => len,
+        _ => return None,
+    };
+    let pos = req.pos();
+    let size = req.file_size();
+    if pos >= size {
+        return None;
+    }
+    let verdict::Verdict {
+        mut reason,
+        info,
+        account,
+        ..
+    } = verdict::get(req, pdev).ok()?;
+    if reason == Fallback::None {
+        return None;
+    }
+    let mode = state::routing_mode();
+    if mode == Mode::PageCache {
+        reason = Fallback::Mode;
+    }
+    let len = len.min(usize::try_from(size - pos).unwrap_or(usize::MAX));
+    account.request(reason);
+    let n = req.passthrough();
+    let bytes = usize::try_from(n).unwrap_or(0);
+    if bytes != 0 {
+        account.segment(false, bytes);
+        trace::segment(&info, pos, bytes, false);
+    }
+    let segs = u32::from(bytes != 0);
+    trace::route(
+        &info,
+        false,
+        pos,
+        len,
+        mode.name(),
+        reason,
+        bytes as u64,
+        0,
+        segs,
+    );
+    Some(n)
 }
 
 /// Whether the request's user memory is one segment inside one GPU mapping.
