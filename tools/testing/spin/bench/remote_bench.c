@@ -24,7 +24,8 @@
  * for the queue.
  *
  * Options on the kernel command line (vm.py --append): remote_bench.rounds
- * (5), .file_mib (32), .cached (1: the cached passes too).
+ * (5), .file_mib (32), .cold (1: the cold passes), .cached (1: the cached
+ * passes); at least one of the two.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -53,8 +54,8 @@ static const size_t sizes[] = { 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB, 8 *
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 static struct {
-	long rounds, file_mib, cached;
-} opt = { 5, 32, 1 };
+	long rounds, file_mib, cold, cached;
+} opt = { 5, 32, 1, 1 };
 
 static struct spin_nvmet target = {
 	.trtype = "tcp", .traddr = "127.0.0.1", .svcid = "4430", .port = 7,
@@ -195,11 +196,13 @@ int main(void)
 	t_start = bench_now();
 	opt.rounds = bench_opt_ll("remote_bench", "rounds", opt.rounds);
 	opt.file_mib = bench_opt_ll("remote_bench", "file_mib", opt.file_mib);
+	opt.cold = bench_opt_ll("remote_bench", "cold", opt.cold);
 	opt.cached = bench_opt_ll("remote_bench", "cached", opt.cached);
 	if (opt.rounds < 1 || opt.rounds > MAX_ROUNDS || opt.file_mib < 8 || opt.file_mib % 8 ||
-	    opt.file_mib > 256)
-		die("remote_bench.rounds=%ld (1..%d) / file_mib=%ld (8..256, multiple of 8) out of range",
-		    opt.rounds, MAX_ROUNDS, opt.file_mib);
+	    opt.file_mib > 256 || !(opt.cold || opt.cached))
+		die("remote_bench.rounds=%ld (1..%d) / file_mib=%ld (8..256, multiple of 8) / "
+		    "cold=%ld cached=%ld (not both 0) out of range",
+		    opt.rounds, MAX_ROUNDS, opt.file_mib, opt.cold, opt.cached);
 	if (access(MODE_PATH, F_OK))
 		die("%s is absent: this kernel has no spin router", MODE_PATH);
 	if (spin_gpu_find(gpu_dir, sizeof(gpu_dir)) ||
@@ -210,8 +213,8 @@ int main(void)
 	host = spin_alloc_aligned(MAX_LEN);
 	if (gmem == MAP_FAILED || !host)
 		die("GPU memory and host memory: %s", strerror(errno));
-	printf("rb-header kernel=%s rounds=%ld file_mib=%ld cached=%ld\n", release, opt.rounds,
-	       opt.file_mib, opt.cached);
+	printf("rb-header kernel=%s rounds=%ld file_mib=%ld cold=%ld cached=%ld\n", release,
+	       opt.rounds, opt.file_mib, opt.cold, opt.cached);
 	fd = setup();
 	printf("# /dev/%s: NVMe/TCP (127.0.0.1:%s) to %s\n", target.disk, target.svcid, backing);
 
@@ -219,7 +222,8 @@ int main(void)
 	fbq0 = spin_stat_get(stat_path, "fallback_queue");
 	req0 = spin_stat_get(stat_path, "requests");
 	for (size_t i = 0; i < NSIZES; i++) {
-		measure(fd, sizes[i], 1, &cold[i]);
+		if (opt.cold)
+			measure(fd, sizes[i], 1, &cold[i]);
 		if (opt.cached)
 			measure(fd, sizes[i], 0, &cached[i]);
 	}
@@ -230,14 +234,17 @@ int main(void)
 
 	printf("\n## Buffered reads into GPU memory from NVMe/TCP, %ld MiB file, auto / off\n\n",
 	       opt.file_mib);
-	printf("| read size | cold: auto MB/s | off MB/s | ratio |%s\n",
+	printf("| read size |%s%s\n", opt.cold ? " cold: auto MB/s | off MB/s | ratio |" : "",
 	       opt.cached ? " cached: auto MB/s | off MB/s | ratio |" : "");
-	printf("|---|---|---|---|%s\n", opt.cached ? "---|---|---|" : "");
+	printf("|---|%s%s\n", opt.cold ? "---|---|---|" : "", opt.cached ? "---|---|---|" : "");
 	for (size_t i = 0; i < NSIZES; i++) {
-		printf("| %zu KiB | %.1f | %.1f | %.3f |", sizes[i] / KiB, cold[i].auto_mbps,
-		       cold[i].off_mbps, cold[i].ratio);
-		if (cold[i].ratio < worst)
-			worst = cold[i].ratio;
+		printf("| %zu KiB |", sizes[i] / KiB);
+		if (opt.cold) {
+			printf(" %.1f | %.1f | %.3f |", cold[i].auto_mbps, cold[i].off_mbps,
+			       cold[i].ratio);
+			if (cold[i].ratio < worst)
+				worst = cold[i].ratio;
+		}
 		if (opt.cached) {
 			printf(" %.1f | %.1f | %.3f |", cached[i].auto_mbps, cached[i].off_mbps,
 			       cached[i].ratio);
