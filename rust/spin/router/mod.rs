@@ -270,12 +270,22 @@ fn enter(req: &mut Request<'_>, routable: Routable) -> isize {
         writer::fallback(req, reason);
         return req.passthrough();
     }
+    let mut verdict = None;
     if !req.is_write() {
-        if let Some(n) = pass_refused(req, &first) {
-            return n;
+        match pass_refused(req, &first) {
+            Pass::Done(n) => return n,
+            Pass::Route(v) => verdict = v,
         }
     }
-    route(req, mm, first)
+    route(req, mm, first, verdict)
+}
+
+/// What [`pass_refused`] did with a read.
+enum Pass {
+    /// Passed it on: the request's result.
+    Done(isize),
+    /// Left it to [`route`], with the verdict it looked up for its first piece, if any.
+    Route(Option<verdict::Verdict>),
 }
 
 /// Passes on, counted but unchanged, a read that is one piece of GPU memory from a file that no
@@ -283,30 +293,34 @@ fn enter(req: &mut Request<'_>, routable: Routable) -> isize {
 /// NVMe over Fabrics namespace, a virtio disk). Its data takes the page cache whatever the
 /// router does, so the filesystem's `->read_iter()` reads it as it would without spin, with
 /// none of the router's legs around it: the request and its bytes are counted and traced as
-/// [`route_gpu`] would. `None` for every other read, which [`route`] takes.
-fn pass_refused(req: &mut Request<'_>, first: &(usize, Dest)) -> Option<isize> {
+/// [`route_gpu`] would. Every other read is left to [`route`], with the verdict if one was
+/// looked up (a read that may go by P2P), so that a request looks it up once.
+fn pass_refused(req: &mut Request<'_>, first: &(usize, Dest)) -> Pass {
     let (addr, Dest::Gpu { end, pdev }) = first else {
-        return None;
+        return Pass::Route(None);
     };
     let mut segs = req.segments();
     let len = match (segs.next(), segs.next()) {
         (Some((a, len)), None) if a == *addr && end.saturating_sub(a) >= len => len,
-        _ => return None,
+        _ => return Pass::Route(None),
     };
     let pos = req.pos();
     let size = req.file_size();
     if pos >= size {
-        return None;
+        return Pass::Route(None);
+    }
+    let Ok(verdict) = verdict::get(req, pdev) else {
+        return Pass::Route(None);
+    };
+    if verdict.reason == Fallback::None {
+        return Pass::Route(Some(verdict));
     }
     let verdict::Verdict {
         mut reason,
         info,
         account,
         ..
-    } = verdict::get(req, pdev).ok()?;
-    if reason == Fallback::None {
-        return None;
-    }
+    } = verdict;
     let mode = state::routing_mode();
     if mode == Mode::PageCache {
         reason = Fallback::Mode;
@@ -320,18 +334,20 @@ fn pass_refused(req: &mut Request<'_>, first: &(usize, Dest)) -> Option<isize> {
         trace::segment(&info, pos, bytes, false);
     }
     let segs = u32::from(bytes != 0);
+    // The file may have grown since its size was read: the request's length is at least
+    // what it read.
     trace::route(
         &info,
         false,
         pos,
-        len,
+        len.max(bytes),
         mode.name(),
         reason,
         bytes as u64,
         0,
         segs,
     );
-    Some(n)
+    Pass::Done(n)
 }
 
 /// Whether the request's user memory is one segment inside one GPU mapping.
@@ -347,8 +363,16 @@ fn single_gpu_piece(req: &Request<'_>, mm: &MmWithUser) -> bool {
 
 /// Transfers the user memory piece by piece: GPU pieces routed, host pieces read or written as
 /// usual.
-fn route(req: &mut Request<'_>, mm: &MmWithUser, first: (usize, Dest)) -> isize {
+///
+/// `verdict` is the verdict of the first piece's file and GPU, if [`pass_refused`] looked it up.
+fn route(
+    req: &mut Request<'_>,
+    mm: &MmWithUser,
+    first: (usize, Dest),
+    verdict: Option<verdict::Verdict>,
+) -> isize {
     let mut first = Some(first);
+    let mut verdict = verdict;
     let mut pos = req.pos();
     let mut done: usize = 0;
     let mut error = None;
@@ -367,7 +391,8 @@ fn route(req: &mut Request<'_>, mm: &MmWithUser, first: (usize, Dest)) -> isize 
             let piece = (len - off).min(end.saturating_sub(a)).max(1);
             let r = match (gpu, req.is_write()) {
                 (Some(pdev), false) => {
-                    route_gpu(req, &pdev, pos, a, piece).map(|n| (n, pos + n as i64))
+                    let v = verdict.take();
+                    route_gpu(req, &pdev, pos, a, piece, v).map(|n| (n, pos + n as i64))
                 }
                 (Some(pdev), true) => writer::route(req, &pdev, pos, a, piece),
                 (None, false) => req
@@ -677,13 +702,15 @@ impl Ctx<'_, '_> {
     }
 }
 
-/// Routes the read of `len` bytes at `pos` into GPU memory at `addr` of provider `pdev`.
+/// Routes the read of `len` bytes at `pos` into GPU memory at `addr` of provider `pdev`, with
+/// the file's `verdict` for `pdev` if the caller has it.
 fn route_gpu(
     req: &Request<'_>,
     pdev: &pci::Device,
     pos: i64,
     addr: usize,
     len: usize,
+    verdict: Option<verdict::Verdict>,
 ) -> Result<usize> {
     let mode = state::routing_mode();
     let size = req.file_size();
@@ -697,7 +724,7 @@ fn route_gpu(
         params,
         account,
         refused,
-    }) = verdict::get(req, pdev)
+    }) = verdict.map_or_else(|| verdict::get(req, pdev), Ok)
     else {
         return req.sub_read(pos, addr, len, true);
     };
