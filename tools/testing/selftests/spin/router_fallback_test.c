@@ -2,8 +2,9 @@
 /*
  * The router's fallbacks: reads that cannot go by P2P go through the page
  * cache, whole, and say why: spin-nvme2 (outside the switch, no P2P path),
- * spin-vblk (virtio-blk, no P2PDMA queue) and tmpfs (no block device).
- * Then the mode is auto again.
+ * spin-vblk (virtio-blk, no P2PDMA queue) and tmpfs (no block device), in
+ * the modes auto and p2p, and as mode in pagecache; on tmpfs also a read
+ * across the end of the file. Then the mode is auto again.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,6 +43,7 @@ static void fallback(struct router_fs *fs, int reason, const char *what)
 		{ 12345, 3 * MiB + 7, 50, "auto" },
 		{ MiB, MiB, 100, "p2p" },	/* p2p cannot make a path */
 		{ 2 * MiB, 64 * KiB, 0, "p2p" },
+		{ 3 * MiB + 100, 64 * KiB, 50, "pagecache" },	/* counted as mode */
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(c); i++) {
@@ -56,13 +58,16 @@ static void fallback(struct router_fs *fs, int reason, const char *what)
 			continue;
 		}
 		if (!read_observed(fs, c[i].pos, c[i].len, c[i].rz, goff, &o, &r, label)) {
-			if (o.d.v[ST_BYTES_P2P] || o.d.v[REASON_STAT(reason)] != 1 ||
-			    route_reasons(&o) != BIT(reason))
+			int want = strcmp(c[i].mode, "pagecache") ? reason : R_MODE;
+
+			if (o.d.v[ST_BYTES_P2P] || o.d.v[REASON_STAT(want)] != 1 ||
+			    route_reasons(&o) != BIT(want) || o.d.v[ST_SEGS_PC] != 1)
 				fail(&r, label,
-				     "expected reason %s: bytes_p2p +%lld, %s +%lld, reasons seen %#x",
-				     reason_names[reason], o.d.v[ST_BYTES_P2P],
-				     stat_names[REASON_STAT(reason)], o.d.v[REASON_STAT(reason)],
-				     route_reasons(&o));
+				     "expected reason %s, one segment: bytes_p2p +%lld, %s +%lld, "
+				     "segments_pagecache +%lld, reasons seen %#x",
+				     reason_names[want], o.d.v[ST_BYTES_P2P],
+				     stat_names[REASON_STAT(want)], o.d.v[REASON_STAT(want)],
+				     o.d.v[ST_SEGS_PC], route_reasons(&o));
 		}
 		trace_free(&o.tr);
 	}
@@ -77,7 +82,7 @@ static void fallback_tmpfs(void)
 	struct router_fs t = { .base = { .name = "tmpfs", .seed = 71 } };
 	struct res r = { 0 };
 	struct range rg = { 3000, MiB };
-	char label[] = "tmpfs: 1 MiB at 3000";
+	char label[64] = "tmpfs: 1 MiB at 3000";
 	char why[256];
 	struct obs o;
 	ssize_t n;
@@ -104,9 +109,28 @@ static void fallback_tmpfs(void)
 		fail(&r, label, "fallback_no_bdev +%lld, bytes_p2p +%lld, reasons seen %#x",
 		     o.g.v[ST_FB_NO_BDEV], o.g.v[ST_BYTES_P2P], route_reasons(&o));
 	trace_free(&o.tr);
+
+	/* A read across the end of the file: the bytes up to it, counted as such. */
+	rg.pos = 2 * MiB - 1000;
+	rg.len = 1000;
+	snprintf(label, sizeof(label), "tmpfs: 64 KiB at EOF - 1000");
+	poison(3000, 1000);
+	obs_begin(&t, &o, &r, label);
+	n = pread(t.fd, gmem + 3000, 64 * KiB, rg.pos);
+	if (n != 1000)
+		fail(&r, label, "returned %zd, want the 1000 bytes before EOF", n);
+	else if (spin_gpu_check(gpu, gmem + 3000, n, t.base.seed, rg.pos, why, sizeof(why)))
+		fail(&r, label, "GPU memory: %s", why);
+	check_guards(3000, 1000, &r, label);
+	if (!obs_end(&t, &o, &rg, 1, &r, label) &&
+	    (o.g.v[ST_FB_NO_BDEV] != 1 || route_reasons(&o) != BIT(R_NO_BDEV)))
+		fail(&r, label, "fallback_no_bdev +%lld, reasons seen %#x", o.g.v[ST_FB_NO_BDEV],
+		     route_reasons(&o));
+	trace_free(&o.tr);
 	close(t.fd);
 	unlink("/tmp/router_test.dat");
-	res_result(&r, "tmpfs (no block device): bytes right, fallback_no_bdev counted");
+	res_result(&r, "tmpfs (no block device): bytes right, fallback_no_bdev counted, "
+		   "also across the end of the file");
 }
 
 int main(void)
