@@ -270,84 +270,57 @@ fn enter(req: &mut Request<'_>, routable: Routable) -> isize {
         writer::fallback(req, reason);
         return req.passthrough();
     }
-    let mut verdict = None;
-    if !req.is_write() {
-        match pass_refused(req, &first) {
-            Pass::Done(n) => return n,
-            Pass::Route(v) => verdict = v,
-        }
-    }
-    route(req, mm, first, verdict)
+    route(req, mm, first)
 }
 
-/// What [`pass_refused`] did with a read.
-enum Pass {
-    /// Passed it on: the request's result.
-    Done(isize),
-    /// Left it to [`route`], with the verdict it looked up for its first piece, if any.
-    Route(Option<verdict::Verdict>),
+/// A read into GPU memory that is the whole request, from a file that no GPU can read by P2P
+/// (no block device, no direct I/O, a queue that refuses P2PDMA pages: an NVMe over Fabrics
+/// namespace, a virtio disk): its data takes the page cache whatever the router does, so it is
+/// passed on to the filesystem as it came ([`pass_on`]). What [`route_gpu`] learnt of it.
+struct Refused {
+    reason: Fallback,
+    info: FileInfo,
+    account: Account,
+    /// The request's length, clipped to the file size.
+    len: usize,
+    mode: Mode,
 }
 
-/// Passes on, counted but unchanged, a read that is one piece of GPU memory from a file that no
-/// GPU can read by P2P (no block device, no direct I/O, a queue that refuses P2PDMA pages: an
-/// NVMe over Fabrics namespace, a virtio disk). Its data takes the page cache whatever the
-/// router does, so the filesystem's `->read_iter()` reads it as it would without spin, with
-/// none of the router's legs around it: the request and its bytes are counted and traced as
-/// [`route_gpu`] would. Every other read is left to [`route`], with the verdict if one was
-/// looked up (a read that may go by P2P), so that a request looks it up once.
-fn pass_refused(req: &mut Request<'_>, first: &(usize, Dest)) -> Pass {
-    let (addr, Dest::Gpu { end, pdev }) = first else {
-        return Pass::Route(None);
-    };
-    let mut segs = req.segments();
-    let len = match (segs.next(), segs.next()) {
-        (Some((a, len)), None) if a == *addr && end.saturating_sub(a) >= len => len,
-        _ => return Pass::Route(None),
-    };
+/// What [`route_gpu`] did with a piece.
+enum Piece {
+    /// Read this many bytes of it.
+    Read(usize),
+    /// Nothing: the request is to be passed on whole.
+    PassOn(Refused),
+}
+
+/// Passes a [`Refused`] request on to the filesystem's `->read_iter()` as it came, as mode
+/// `off` does, with none of the router's legs around it; counts and traces it as [`route_gpu`]
+/// counts and traces a fallback read: the request with its reason, its bytes as one page-cache
+/// segment.
+fn pass_on(req: &mut Request<'_>, p: Refused) -> isize {
     let pos = req.pos();
-    let size = req.file_size();
-    if pos >= size {
-        return Pass::Route(None);
-    }
-    let Ok(verdict) = verdict::get(req, pdev) else {
-        return Pass::Route(None);
-    };
-    if verdict.reason == Fallback::None {
-        return Pass::Route(Some(verdict));
-    }
-    let verdict::Verdict {
-        mut reason,
-        info,
-        account,
-        ..
-    } = verdict;
-    let mode = state::routing_mode();
-    if mode == Mode::PageCache {
-        reason = Fallback::Mode;
-    }
-    let len = len.min(usize::try_from(size - pos).unwrap_or(usize::MAX));
-    account.request(reason);
+    p.account.request(p.reason);
     let n = req.passthrough();
     let bytes = usize::try_from(n).unwrap_or(0);
     if bytes != 0 {
-        account.segment(false, bytes);
-        trace::segment(&info, pos, bytes, false);
+        p.account.segment(false, bytes);
+        trace::segment(&p.info, pos, bytes, false);
     }
-    let segs = u32::from(bytes != 0);
     // The file may have grown since its size was read: the request's length is at least
     // what it read.
     trace::route(
-        &info,
+        &p.info,
         false,
         pos,
-        len.max(bytes),
-        mode.name(),
-        reason,
+        p.len.max(bytes),
+        p.mode.name(),
+        p.reason,
         bytes as u64,
         0,
-        segs,
+        u32::from(bytes != 0),
     );
-    Pass::Done(n)
+    n
 }
 
 /// Whether the request's user memory is one segment inside one GPU mapping.
@@ -362,17 +335,10 @@ fn single_gpu_piece(req: &Request<'_>, mm: &MmWithUser) -> bool {
 }
 
 /// Transfers the user memory piece by piece: GPU pieces routed, host pieces read or written as
-/// usual.
-///
-/// `verdict` is the verdict of the first piece's file and GPU, if [`pass_refused`] looked it up.
-fn route(
-    req: &mut Request<'_>,
-    mm: &MmWithUser,
-    first: (usize, Dest),
-    verdict: Option<verdict::Verdict>,
-) -> isize {
+/// usual; a read that [`route_gpu`] finds [`Refused`] is passed on whole ([`pass_on`]).
+fn route(req: &mut Request<'_>, mm: &MmWithUser, first: (usize, Dest)) -> isize {
     let mut first = Some(first);
-    let mut verdict = verdict;
+    let mut pass = None;
     let mut pos = req.pos();
     let mut done: usize = 0;
     let mut error = None;
@@ -391,8 +357,16 @@ fn route(
             let piece = (len - off).min(end.saturating_sub(a)).max(1);
             let r = match (gpu, req.is_write()) {
                 (Some(pdev), false) => {
-                    let v = verdict.take();
-                    route_gpu(req, &pdev, pos, a, piece, v).map(|n| (n, pos + n as i64))
+                    // The first piece, all of the first segment: maybe the whole request.
+                    let whole = done == 0 && off == 0 && piece == len;
+                    match route_gpu(req, &pdev, pos, a, piece, whole) {
+                        Ok(Piece::Read(n)) => Ok((n, pos + n as i64)),
+                        Ok(Piece::PassOn(p)) => {
+                            pass = Some(p);
+                            break 'segments;
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
                 (Some(pdev), true) => writer::route(req, &pdev, pos, a, piece),
                 (None, false) => req
@@ -415,6 +389,9 @@ fn route(
                 }
             }
         }
+    }
+    if let Some(p) = pass {
+        return pass_on(req, p);
     }
     match (done, error) {
         (0, Some(e)) => e.to_errno() as isize,
@@ -702,20 +679,22 @@ impl Ctx<'_, '_> {
     }
 }
 
-/// Routes the read of `len` bytes at `pos` into GPU memory at `addr` of provider `pdev`, with
-/// the file's `verdict` for `pdev` if the caller has it.
+/// Routes the read of `len` bytes at `pos` into GPU memory at `addr` of provider `pdev`. With
+/// `whole` the piece is all of the request's first segment: if it is the only segment and the
+/// file's verdict refuses P2P for every GPU, nothing is read here, and the request is to be
+/// passed on ([`Piece::PassOn`]).
 fn route_gpu(
     req: &Request<'_>,
     pdev: &pci::Device,
     pos: i64,
     addr: usize,
     len: usize,
-    verdict: Option<verdict::Verdict>,
-) -> Result<usize> {
+    whole: bool,
+) -> Result<Piece> {
     let mode = state::routing_mode();
     let size = req.file_size();
     if pos >= size {
-        return Ok(0);
+        return Ok(Piece::Read(0));
     }
     let len = len.min(usize::try_from(size - pos).unwrap_or(usize::MAX));
     let Ok(verdict::Verdict {
@@ -724,12 +703,22 @@ fn route_gpu(
         params,
         account,
         refused,
-    }) = verdict.map_or_else(|| verdict::get(req, pdev), Ok)
+    }) = verdict::get(req, pdev)
     else {
-        return req.sub_read(pos, addr, len, true);
+        return req.sub_read(pos, addr, len, true).map(Piece::Read);
     };
+    let refuses = reason != Fallback::None;
     if mode == Mode::PageCache {
         reason = Fallback::Mode;
+    }
+    if refuses && whole && req.segments().nth(1).is_none() {
+        return Ok(Piece::PassOn(Refused {
+            reason,
+            info,
+            account,
+            len,
+            mode,
+        }));
     }
     // GPU read-ahead is decided first: a small sequential read goes through the page cache
     // whatever the P2P path, so it does not pay for the path and alignment checks.
@@ -808,7 +797,7 @@ fn route_gpu(
         ctx.bytes_p2p,
         ctx.segs,
     );
-    result
+    result.map(Piece::Read)
 }
 
 /// Length of the chunk of a piece of `len` bytes at `pos` that starts at `at`: up to the
