@@ -63,8 +63,7 @@ static void fallback(struct router_fs *fs, int reason, const char *what)
 			if (o.d.v[ST_BYTES_P2P] || o.d.v[REASON_STAT(want)] != 1 ||
 			    route_reasons(&o) != BIT(want) || o.d.v[ST_SEGS_PC] != 1)
 				fail(&r, label,
-				     "expected reason %s, one segment: bytes_p2p +%lld, %s +%lld, "
-				     "segments_pagecache +%lld, reasons seen %#x",
+				     "expected reason %s, one segment: bytes_p2p +%lld, %s +%lld, segments_pagecache +%lld, reasons seen %#x",
 				     reason_names[want], o.d.v[ST_BYTES_P2P],
 				     stat_names[REASON_STAT(want)], o.d.v[REASON_STAT(want)],
 				     o.d.v[ST_SEGS_PC], route_reasons(&o));
@@ -129,8 +128,7 @@ static void fallback_tmpfs(void)
 	trace_free(&o.tr);
 	close(t.fd);
 	unlink("/tmp/router_test.dat");
-	res_result(&r, "tmpfs (no block device): bytes right, fallback_no_bdev counted, "
-		   "also across the end of the file");
+	res_result(&r, "tmpfs (no block device): bytes right, fallback_no_bdev counted, past EOF");
 }
 
 int main(void)

@@ -200,8 +200,7 @@ int main(void)
 	opt.cached = bench_opt_ll("remote_bench", "cached", opt.cached);
 	if (opt.rounds < 1 || opt.rounds > MAX_ROUNDS || opt.file_mib < 8 || opt.file_mib % 8 ||
 	    opt.file_mib > 256 || !(opt.cold || opt.cached))
-		die("remote_bench.rounds=%ld (1..%d) / file_mib=%ld (8..256, multiple of 8) / "
-		    "cold=%ld cached=%ld (not both 0) out of range",
+		die("remote_bench.rounds=%ld (1..%d) / file_mib=%ld (8..256, multiple of 8) / cold=%ld cached=%ld (not both 0) out of range",
 		    opt.rounds, MAX_ROUNDS, opt.file_mib, opt.cold, opt.cached);
 	if (access(MODE_PATH, F_OK))
 		die("%s is absent: this kernel has no spin router", MODE_PATH);
